@@ -1,0 +1,167 @@
+"""The compile driver: model -> Graph -> passes -> regions -> kernels -> engine.
+
+`compile_model` is what `aotc compile` and `aotc.compile` call. Each stage is
+timed; the summary is what the CLI prints. Building an engine never needs a
+GPU: device code is compiled by NVRTC for named architectures, and the host
+build of the same source comes along for the `cpu` device.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aotc import __version__
+from aotc.errors import AotcError
+from aotc.ir.graph import Graph
+from aotc.package import plan as P
+
+DEFAULT_ARCHS = ("sm_80", "sm_90")
+DEFAULT_PTX = "compute_90"
+
+
+@dataclass
+class CompileResult:
+    plan: P.EnginePlan
+    graph_imported: Graph
+    graph_optimized: Graph
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    arena_lower_bound: int = 0
+    regions: list = field(default_factory=list)
+    kernels: list = field(default_factory=list)
+    pass_report: object = None
+
+    def summary(self) -> dict:
+        p = self.plan
+        return {
+            "nodes_imported": len(self.graph_imported.nodes),
+            "nodes_optimized": len(self.graph_optimized.nodes),
+            "regions": len(self.regions),
+            "kernels_launched": len(p.launches),
+            "kernels_distinct": len(p.kernels),
+            "arena_bytes": p.arena_size,
+            "arena_lower_bound": self.arena_lower_bound,
+            "weights_bytes": len(p.weights),
+            "archs": sorted(p.cubins),
+            "ptx": p.ptx_arch or None,
+            "host_build": bool(p.host_lib),
+            "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
+        }
+
+
+def load_graph(model, input_shapes=None) -> Graph:
+    """Import a model given as a path, bytes, an onnx.ModelProto, or a Graph."""
+    if isinstance(model, Graph):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        suffix = Path(model).suffix.lower()
+        if suffix in (".mlir", ".mlirbc"):
+            raise AotcError(f"StableHLO input ({suffix}) is not supported yet; supported: .onnx")
+        if not Path(model).exists():
+            raise AotcError(f"model file not found: {model}")
+    from aotc.importers.onnx import import_onnx
+    if input_shapes:
+        return import_onnx(model, input_shapes=input_shapes)
+    return import_onnx(model)
+
+
+def _parse_archs(arch) -> tuple[list[str], str]:
+    if arch is None:
+        return list(DEFAULT_ARCHS), DEFAULT_PTX
+    names = [a.strip() for a in (arch.split(",") if isinstance(arch, str) else arch) if a.strip()]
+    cubins = [a for a in names if a.startswith("sm_")]
+    bad = [a for a in names if not (a.startswith("sm_") or a.startswith("compute_") or a == "none")]
+    if bad:
+        raise AotcError(f"unknown architecture(s) {bad}: use names like sm_80, sm_90, compute_90, or none")
+    ptx = [a for a in names if a.startswith("compute_")]
+    if ptx:
+        return cubins, ptx[-1]
+    if "none" in names:
+        return cubins, ""
+    newest = max((int(a[3:].rstrip("a")) for a in cubins), default=90)
+    return cubins, f"compute_{newest}"
+
+
+def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disabled=(),
+                  input_shapes=None, progress=None) -> CompileResult:
+    """Compile `model` into an EnginePlan (see aotc.package.plan)."""
+    from aotc.fusion.regions import check_partition, partition
+    from aotc.hlo_passes.pipeline import run_pipeline
+    from aotc.kernels import codegen
+    from aotc.package.launch_plan import build_launches
+
+    say = progress or (lambda msg: None)
+    times: dict[str, float] = {}
+    cubin_archs, ptx_arch = _parse_archs(arch)
+
+    def stage(name):
+        times[name] = time.perf_counter()
+
+    def done(name):
+        times[name] = time.perf_counter() - times[name]
+
+    stage("import")
+    say("importing")
+    imported = load_graph(model, input_shapes)
+    done("import")
+
+    stage("passes")
+    say("optimizing graph")
+    optimized, report = run_pipeline(imported, dump_dir=dump_dir, disabled=tuple(disabled))
+    done("passes")
+
+    stage("fusion")
+    regions = partition(optimized)
+    check_partition(optimized, regions)
+    done("fusion")
+
+    stage("codegen")
+    say(f"generating kernels for {len(regions)} regions")
+    kernels, launches, weights, memory, _ = build_launches(optimized, regions)
+    source = codegen.module_source(kernels)
+    names = list(dict.fromkeys(k.name for k in kernels))
+    done("codegen")
+
+    cubins: dict[str, bytes] = {}
+    ptx = b""
+    if cubin_archs or ptx_arch:
+        stage("nvrtc")
+        from aotc.kernels.nvrtc_compile import compile_device
+        for a in cubin_archs:
+            say(f"compiling {len(names)} kernels for {a}")
+            cubins[a] = compile_device(source, a)
+        if ptx_arch:
+            say(f"compiling PTX for {ptx_arch}")
+            ptx = compile_device(source, ptx_arch)
+        done("nvrtc")
+    host_lib = b""
+    if host:
+        stage("host")
+        say("building the host (cpu device) library")
+        from aotc.kernels.host_compile import compile_host
+        host_lib = compile_host(source, names)
+        done("host")
+
+    stage("package")
+    plan = P.EnginePlan(
+        inputs=[P.TensorSpec(v.name, v.dtype.name, v.shape) for v in optimized.inputs],
+        outputs=[P.TensorSpec(n, v.dtype.name, v.shape)
+                 for n, v in zip(optimized.signature_output_names(), optimized.outputs)],
+        arena_size=memory.size, weights=weights, launches=launches, cubins=cubins,
+        ptx=ptx, ptx_arch=ptx_arch, host_lib=host_lib,
+        manifest={"aotc_version": __version__, "model": optimized.name,
+                  "arena_lower_bound": memory.lower_bound,
+                  "nodes_imported": len(imported.nodes), "nodes_optimized": len(optimized.nodes),
+                  "source_lines": source.count("\n")})
+    done("package")
+    return CompileResult(plan, imported, optimized, times, memory.lower_bound, regions, kernels, report)
+
+
+def compile(model, output=None, *, arch=None, host: bool = True, **kw):
+    """Public API: compile `model`; write the engine to `output` if given. Returns the CompileResult."""
+    result = compile_model(model, arch=arch, host=host, **kw)
+    if output is not None:
+        from aotc.package.engine_format import write_engine
+        write_engine(result.plan, output)
+    return result

@@ -1,0 +1,224 @@
+"""The pass manager, in the style of XLA's HloPassPipeline and HloPassFix.
+
+A `Pass` is a name, a pure `Graph -> Graph` function and a one-line
+description. `PASSES` registers every pass by its short, stable name; the
+names are what `disabled=` and the dump files use. A `Pipeline` runs passes
+(or nested pipelines) in order and, after each pass, runs `verify` as the
+invariant checker, so a broken IR is blamed on the pass that broke it. A
+pipeline with `fixed_point=True` repeats its passes until one round changes
+nothing (same nodes, values and constants) or `max_iterations` is reached.
+
+With `dump_dir`, the input graph is written to `00-input.txt` and the graph
+after every pass to `NN-<pass>.txt`, numbered in the order passes ran.
+
+The input graph is never mutated; the result is always a new Graph object.
+
+To add a pass: write `aotc/hlo_passes/<pass>.py` with `run(graph) -> Graph`,
+register it below with one `register(...)` line, and list it in
+`default_pipeline()`.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Union
+
+from aotc.errors import AotcError, VerifyError
+from aotc.hlo_passes import constant_folding, dce, infer_shapes
+from aotc.hlo_passes.verify import verify
+from aotc.ir.graph import Graph
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    run: Callable[[Graph], Graph]
+    description: str = ""
+
+
+PASSES: dict[str, Pass] = {}
+
+
+def register(name: str, run: Callable[[Graph], Graph], description: str) -> Pass:
+    """Register a pass under a short stable name; returns the Pass."""
+    if name in PASSES:
+        raise AotcError(f"pass '{name}' is already registered")
+    PASSES[name] = Pass(name, run, description)
+    return PASSES[name]
+
+
+def get_pass(name: str) -> Pass:
+    if name not in PASSES:
+        raise AotcError(f"unknown pass '{name}'; known passes: {', '.join(sorted(PASSES))}")
+    return PASSES[name]
+
+
+def _verify_only(graph: Graph) -> Graph:
+    verify(graph)
+    return graph
+
+
+register("verify", _verify_only, "check IR invariants; changes nothing")
+register("infer-shapes", infer_shapes.run, "re-derive output types from the op table")
+register("constant-folding", constant_folding.run, "evaluate nodes whose inputs are all constants")
+register("dce", dce.run, "remove nodes and constants that no graph output needs")
+
+
+@dataclass
+class PassRecord:
+    """One pass application."""
+    name: str
+    seconds: float
+    nodes_before: int
+    nodes_after: int
+    changed: bool
+    pipeline: str = ""       # name of the (sub-)pipeline that ran it
+    iteration: int = 0       # round within a fixed-point pipeline, from 0
+
+
+@dataclass
+class PipelineReport:
+    passes: list[PassRecord] = field(default_factory=list)
+    iterations: dict[str, int] = field(default_factory=dict)   # fixed-point pipeline -> rounds run
+    converged: dict[str, bool] = field(default_factory=dict)   # fixed-point pipeline -> reached it
+    skipped: list[str] = field(default_factory=list)           # disabled passes, once each
+    seconds: float = 0.0
+    nodes_before: int = 0
+    nodes_after: int = 0
+
+    def to_json(self) -> dict:
+        return {"seconds": self.seconds, "nodes_before": self.nodes_before,
+                "nodes_after": self.nodes_after, "iterations": dict(self.iterations),
+                "converged": dict(self.converged), "skipped": list(self.skipped),
+                "passes": [vars(r).copy() for r in self.passes]}
+
+    def __str__(self) -> str:
+        lines = [f"{'pass':<28} {'ms':>9} {'nodes':>13}"]
+        for r in self.passes:
+            where = f"{r.pipeline}[{r.iteration}]/" if r.pipeline else ""
+            lines.append(f"{where + r.name:<28} {r.seconds * 1e3:9.2f} "
+                         f"{r.nodes_before:>6}->{r.nodes_after:<6}")
+        lines.append(f"{'total':<28} {self.seconds * 1e3:9.2f} "
+                     f"{self.nodes_before:>6}->{self.nodes_after:<6}")
+        return "\n".join(lines)
+
+
+def _structure(graph: Graph) -> tuple:
+    """What 'changed' means: nodes (op, value identities, attributes), constants, signature."""
+    nodes = tuple((n.op, n.inputs, n.outputs, repr(n.attr_key())) for n in graph.nodes)
+    return nodes, tuple(graph.constants), tuple(graph.inputs), tuple(graph.outputs)
+
+
+def _copy(graph: Graph) -> Graph:
+    return Graph(list(graph.inputs), list(graph.outputs), list(graph.nodes), dict(graph.constants),
+                 graph.name, None if graph.output_names is None else list(graph.output_names))
+
+
+Step = Union[Pass, "Pipeline"]
+
+
+class _Run:
+    """State of one pipeline run: report, dump counter, options."""
+
+    def __init__(self, dump_dir, disabled, check):
+        self.report = PipelineReport()
+        self.dump_dir = dump_dir
+        self.disabled = frozenset(disabled)
+        self.check = check
+        self.counter = 0
+
+    def dump(self, graph: Graph, label: str):
+        if self.dump_dir is None:
+            return
+        with open(os.path.join(self.dump_dir, f"{self.counter:02d}-{label}.txt"), "w") as f:
+            f.write(str(graph) + "\n")
+
+
+class Pipeline:
+    """Passes (or sub-pipelines) run in order, `verify` between them.
+
+    fixed_point=True repeats the whole list until a round changes nothing or
+    `max_iterations` rounds ran (then `report.converged[name]` is False).
+    """
+
+    def __init__(self, passes: Iterable[Step | str], *, name: str = "pipeline",
+                 fixed_point: bool = False, max_iterations: int = 16):
+        self.passes: list[Step] = [get_pass(p) if isinstance(p, str) else p for p in passes]
+        self.name = name
+        self.fixed_point = fixed_point
+        self.max_iterations = max_iterations if fixed_point else 1
+
+    def pass_names(self) -> list[str]:
+        out = []
+        for p in self.passes:
+            out += p.pass_names() if isinstance(p, Pipeline) else [p.name]
+        return out
+
+    def run(self, graph: Graph, *, dump_dir: str | os.PathLike | None = None,
+            disabled: Iterable[str] = (), verify_between: bool = True) -> tuple[Graph, PipelineReport]:
+        """Run on `graph` (never mutated); returns (new graph, report)."""
+        disabled = list(disabled)
+        unknown = sorted(set(disabled) - set(PASSES))
+        if unknown:
+            raise AotcError(f"cannot disable unknown pass(es) {', '.join(unknown)}; "
+                            f"known passes: {', '.join(sorted(PASSES))}")
+        if dump_dir is not None:
+            os.makedirs(dump_dir, exist_ok=True)
+        state = _Run(dump_dir, disabled, verify_between)
+        state.report.skipped = [n for n in dict.fromkeys(self.pass_names()) if n in state.disabled]
+        state.dump(graph, "input")
+        start = time.perf_counter()
+        result = self._run(_copy(graph), state, "")
+        state.report.seconds = time.perf_counter() - start
+        state.report.nodes_before, state.report.nodes_after = len(graph.nodes), len(result.nodes)
+        return result, state.report
+
+    def _run(self, graph: Graph, state: _Run, parent: str) -> Graph:
+        label = self.name if self.fixed_point else parent
+        for it in range(self.max_iterations):
+            before = _structure(graph)
+            for p in self.passes:
+                if isinstance(p, Pipeline):
+                    graph = p._run(graph, state, label)
+                elif p.name not in state.disabled:
+                    graph = self._apply(p, graph, state, label, it)
+            if not self.fixed_point:
+                return graph
+            state.report.iterations[self.name] = it + 1
+            if _structure(graph) == before:
+                state.report.converged[self.name] = True
+                return graph
+        state.report.converged[self.name] = False
+        return graph
+
+    @staticmethod
+    def _apply(p: Pass, graph: Graph, state: _Run, label: str, it: int) -> Graph:
+        start = time.perf_counter()
+        out = p.run(graph)
+        seconds = time.perf_counter() - start
+        if state.check:
+            try:
+                verify(out)
+            except VerifyError as e:
+                raise VerifyError(f"after pass '{p.name}': {e}") from None
+        state.counter += 1
+        state.dump(out, p.name)
+        state.report.passes.append(PassRecord(p.name, seconds, len(graph.nodes), len(out.nodes),
+                                              _structure(out) != _structure(graph), label, it))
+        return out
+
+
+def default_pipeline() -> Pipeline:
+    """The standard optimization pipeline, in order."""
+    return Pipeline([
+        "verify",
+        "infer-shapes",
+        Pipeline(["constant-folding", "dce"], name="simplify", fixed_point=True),
+    ], name="hlo")
+
+
+def run_pipeline(graph: Graph, *, dump_dir: str | os.PathLike | None = None,
+                 disabled: Iterable[str] = ()) -> tuple[Graph, PipelineReport]:
+    """Run `default_pipeline()` on `graph`; returns (optimized graph, report)."""
+    return default_pipeline().run(graph, dump_dir=dump_dir, disabled=disabled)

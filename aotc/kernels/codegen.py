@@ -1,0 +1,308 @@
+"""Region -> CUDA C kernel: one template per region kind, slots filled by the emitter.
+
+Templates live in `templates/<kind>.cu` as plain CUDA with `${slot}`s; this
+module computes the slots (index unravelling, operand loads with their
+prologue, the epilogue and store) and the launch geometry. Kernel names come
+from a hash of the kernel text, so identical regions share one kernel.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+from aotc.errors import UnsupportedError
+from aotc.fusion.regions import Region
+from aotc.ir import dtypes, ops
+from aotc.ir.graph import Graph, Value
+from aotc.kernels.emitter import Emitter, compute_type, linear, literal, store_expr
+
+TEMPLATES = Path(__file__).parent / "templates"
+MAX_GRID = 4096          # grid-stride loops cover the rest
+LOOP_BLOCK = 256
+
+
+@dataclass
+class Kernel:
+    """One generated kernel and how to launch it."""
+    name: str
+    source: str
+    params: list[Value]            # pointer parameters: region inputs, then the output
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int
+    region: Region
+    bytes: int
+    flops: int
+
+    @property
+    def uses_fp16(self) -> bool:
+        return any(v.dtype in (dtypes.f16, dtypes.bf16) for v in self.params)
+
+
+def _template(kind: str) -> Template:
+    return Template((TEMPLATES / f"{kind}.cu").read_text())
+
+
+def _idx_t(region: Region) -> str:
+    values = list(region.inputs) + [region.root] + [v for n in region.nodes for v in n.outputs]
+    return "long long" if any(v.type.size >= 2**31 for v in values) else "int"
+
+
+def _unravel(em: Emitter, flat: str, shape, prefix: str) -> list[str]:
+    """Declare `prefix<i>` = coordinate i of row-major offset `flat` in `shape`."""
+    names = []
+    stride = 1
+    strides_ = []
+    for d in reversed(shape):
+        strides_.append(stride)
+        stride *= d
+    strides_.reverse()
+    for i, (d, s) in enumerate(zip(shape, strides_)):
+        name = f"{prefix}{i}"
+        e = flat if s == 1 else f"{flat} / {s}"
+        if i > 0:
+            e = f"({e}) % {d}"
+        em.emit(f"const {em.idx_t} {name} = {e};")
+        names.append(name if d != 1 else "0")
+    return names
+
+
+class _Builder:
+    """Shared state for generating one region's kernel."""
+
+    def __init__(self, graph: Graph, region: Region, producer):
+        self.graph = graph
+        self.region = region
+        self.producer = producer
+        self.idx_t = _idx_t(region)
+        small = {v for v in region.inputs if v in graph.constants and v.type.size == 1}
+        self.params = [v for v in region.inputs if v not in small]
+        self.param_names = {v: f"p{i}" for i, v in enumerate(self.params)}
+        self.consts = {v: graph.constants[v] for v in small}
+        anchor = region.anchor
+        self.members = [n for n in region.nodes if n is not anchor]
+
+    def emitter(self, indent: int, overrides=None) -> Emitter:
+        return Emitter(self.members, self.producer, self.param_names, self.consts,
+                       overrides, self.idx_t, indent)
+
+    def signature(self) -> str:
+        ps = [f"const {v.dtype.c} *__restrict__ {self.param_names[v]}" for v in self.params]
+        ps.append(f"{self.region.root.dtype.c} *__restrict__ out")
+        return ", ".join(ps)
+
+    def store_root(self, em: Emitter, idx, overrides=None):
+        root = self.region.root
+        val = em.value(root, idx)
+        em.emit(store_expr("out", linear(idx, root.shape), val, root.dtype))
+
+    def finish(self, kind: str, slots: dict, grid, block, smem=0) -> Kernel:
+        slots = dict(slots, name="${name}", params=self.signature(), idx_t=self.idx_t,
+                     what=self.region.describe().replace("\n", " "))
+        text = _template(kind).safe_substitute(slots)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+        name = f"aotc_{kind}_{digest}"
+        text = text.replace("${name}", name)
+        region = self.region
+        nbytes = sum(v.type.nbytes for v in self.params) + region.root.type.nbytes
+        flops = sum(ops.node_flops(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs])
+                    for n in region.nodes)
+        return Kernel(name, text, self.params + [region.root], tuple(grid), tuple(block), smem,
+                      region, nbytes, flops)
+
+
+def _grid_1d(total: int, block: int) -> tuple[int, int, int]:
+    return (max(1, min(math.ceil(total / block), MAX_GRID)), 1, 1)
+
+
+def generate(graph: Graph, region: Region, producer=None) -> Kernel:
+    """The kernel computing `region` of `graph`."""
+    producer = producer if producer is not None else graph.producers()
+    b = _Builder(graph, region, producer)
+    gen = {"loop": _loop, "reduction": _reduction, "dot": _dot, "conv": _conv, "window": _window}
+    return gen[region.kind](b)
+
+
+def _loop(b: _Builder) -> Kernel:
+    root = b.region.root
+    total = root.type.size
+    em = b.emitter(indent=2)
+    idx = _unravel(em, "i", root.shape, "o")
+    b.store_root(em, idx)
+    block = LOOP_BLOCK
+    return b.finish("loop", dict(body=em.text(), total=total, block=block),
+                    _grid_1d(total, block), (block, 1, 1))
+
+
+def _acc_type(dt) -> str:
+    if dt.is_float:
+        return "float"
+    return "long long" if dt == dtypes.i64 else ("unsigned int" if dt == dtypes.u8 else "int")
+
+
+def _identity(kind: str, dt) -> str:
+    if kind == "sum":
+        return "0" if not dt.is_float else "0.0f"
+    if kind == "prod":
+        return "1" if not dt.is_float else "1.0f"
+    if dt.is_float:
+        return "(-AOTC_INF)" if kind == "max" else "AOTC_INF"
+    lim = {dtypes.i64: ("(-9223372036854775807LL - 1)", "9223372036854775807LL"),
+           dtypes.i32: ("(-2147483647 - 1)", "2147483647"),
+           dtypes.i8: ("-128", "127"), dtypes.u8: ("0u", "255u")}[dt]
+    return lim[0] if kind == "max" else lim[1]
+
+
+def _reduction(b: _Builder) -> Kernel:
+    anchor = b.region.anchor
+    x = anchor.inputs[0]
+    axes = anchor.attrs["axes"]
+    kind = anchor.attrs["kind"]
+    out = anchor.outputs[0]
+    rows = out.type.size
+    extent = math.prod(x.shape[a] for a in axes)
+    acc_t = _acc_type(x.dtype)
+    block = 256 if extent >= 256 else max(32, 32 * math.ceil(extent / 32))
+    em_row = b.emitter(indent=2)
+    kept = _unravel(em_row, "row", out.shape, "o")
+    em_load = b.emitter(indent=3)
+    red = _unravel(em_load, "r", [x.shape[a] for a in axes], "q")
+    full, ki, ri = [], iter(kept), iter(red)
+    for d in range(x.type.rank):
+        full.append(next(ri) if d in axes else next(ki))
+    v = em_load.value(x, full)
+    em_load.emit(f"acc = AOTC_COMBINE_{kind}(acc, ({acc_t})({v}));")
+    acc_val = "acc" if x.dtype.is_float else f"(({compute_type(out.dtype)})acc)"
+    em_epi = b.emitter(indent=4, overrides={out: acc_val})
+    em_epi.scopes[0].update({})   # epilogue reuses the row coordinates declared above
+    b.store_root(em_epi, kept)
+    slots = dict(row_index=em_row.text(), load=em_load.text(), epilogue=em_epi.text(), rows=rows,
+                 extent=extent, acc_t=acc_t, init=_identity(kind, x.dtype), kind=kind, block=block)
+    return b.finish("reduce", slots, (max(1, min(rows, MAX_GRID)), 1, 1), (block, 1, 1))
+
+
+def _dot(b: _Builder) -> Kernel:
+    anchor = b.region.anchor
+    lhs, rhs = anchor.inputs
+    out = anchor.outputs[0]
+    lb, rb = anchor.attrs["lhs_batch"], anchor.attrs["rhs_batch"]
+    lc, rc = anchor.attrs["lhs_contract"], anchor.attrs["rhs_contract"]
+    lf, rf = ops.dot_free_dims(anchor.attrs, lhs.type.rank, rhs.type.rank)
+    bshape = [lhs.shape[d] for d in lb]
+    mshape, nshape = [lhs.shape[d] for d in lf], [rhs.shape[d] for d in rf]
+    kshape = [lhs.shape[d] for d in lc]
+    B, M, N, K = (math.prod(s) for s in (bshape, mshape, nshape, kshape))
+    if B > 65535:
+        raise UnsupportedError(f"dot_general '{anchor.name}': batch {B} exceeds the grid's z limit 65535")
+
+    def operand_load(var, value, batch_dims, dims_a, dims_b, flat_a, flat_b, shape_a, shape_b):
+        em = b.emitter(indent=4)
+        bi = _unravel(em, "b", bshape, f"{var}b_") if bshape else []
+        ai = _unravel(em, flat_a, shape_a, f"{var}x_")
+        ci = _unravel(em, flat_b, shape_b, f"{var}y_")
+        idx = [""] * value.type.rank
+        for d, e in zip(batch_dims, bi):
+            idx[d] = e
+        for d, e in zip(dims_a, ai):
+            idx[d] = e
+        for d, e in zip(dims_b, ci):
+            idx[d] = e
+        em.emit(f"{'a' if var == 'A' else 'bv'} = {em.value(value, idx)};")
+        return em.text()
+
+    load_a = operand_load("A", lhs, lb, lf, lc, "am", "ak", mshape, kshape)
+    load_b = operand_load("B", rhs, rb, rc, rf, "bk", "bn", kshape, nshape)
+    em = b.emitter(indent=2, overrides={out: "acc"})
+    idx = (_unravel(em, "b", bshape, "ob") if bshape else []) + _unravel(em, "m", mshape, "om") \
+        + _unravel(em, "n", nshape, "on")
+    b.store_root(em, idx)
+    slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K)
+    return b.finish("dot", slots, (math.ceil(N / 16), math.ceil(M / 16), B), (16, 16, 1))
+
+
+def _window_loops(em: Emitter, names, out_idx, spatial_dims, kshape, strides_, pads, dils, sizes):
+    """Open one loop per window dim; returns the input coordinates. Caller closes."""
+    coords = []
+    for j, d in enumerate(spatial_dims):
+        k, q = f"{names}k{j}", f"{names}q{j}"
+        em.open(f"for ({em.idx_t} {k} = 0; {k} < {kshape[j]}; ++{k})")
+        base = out_idx[d] if strides_[j] == 1 else f"{out_idx[d]} * {strides_[j]}"
+        off = f" - {pads[j][0]}" if pads[j][0] else ""
+        kd = k if dils[j] == 1 else f"{k} * {dils[j]}"
+        em.emit(f"const {em.idx_t} {q} = {base}{off} + {kd};")
+        em.emit(f"if ({q} < 0 || {q} >= {sizes[j]}) continue;")
+        coords.append(q)
+    return coords
+
+
+def _conv(b: _Builder) -> Kernel:
+    anchor = b.region.anchor
+    x, w = anchor.inputs
+    out = anchor.outputs[0]
+    a = anchor.attrs
+    nsp = x.type.rank - 2
+    total = out.type.size
+    em_idx = b.emitter(indent=2)
+    oidx = _unravel(em_idx, "i", out.shape, "o")
+    if out.shape[1] == 1:     # o1 is used by the template even when the dim is 1
+        em_idx.emit(f"(void)o1;")
+    em_win = b.emitter(indent=3)
+    q = _window_loops(em_win, "", oidx, list(range(2, 2 + nsp)), w.shape[2:], a["strides"],
+                      a["padding"], a["dilations"], x.shape[2:])
+    xv = em_win.value(x, [oidx[0], "ci"] + q)
+    wv = em_win.value(w, [oidx[1], "c"] + [f"k{j}" for j in range(nsp)])
+    em_win.emit(f"acc += {xv} * {wv};")
+    for _ in range(nsp):
+        em_win.close()
+    em_epi = b.emitter(indent=2, overrides={out: "acc"})
+    b.store_root(em_epi, oidx)
+    cg, og = w.shape[1], w.shape[0] // a["groups"]
+    slots = dict(out_index=em_idx.text(), window=em_win.text(), epilogue=em_epi.text(), total=total,
+                 cg=cg, og=og, block=LOOP_BLOCK)
+    return b.finish("conv", slots, _grid_1d(total, LOOP_BLOCK), (LOOP_BLOCK, 1, 1))
+
+
+def _window(b: _Builder) -> Kernel:
+    anchor = b.region.anchor
+    (x,) = anchor.inputs
+    out = anchor.outputs[0]
+    a = anchor.attrs
+    kind = a["kind"]
+    total = out.type.size
+    acc_t = _acc_type(x.dtype)
+    em_idx = b.emitter(indent=2)
+    oidx = _unravel(em_idx, "i", out.shape, "o")
+    em_win = b.emitter(indent=2)
+    dims = list(range(x.type.rank))
+    q = _window_loops(em_win, "", oidx, dims, a["window"], a["strides"], a["padding"],
+                      a["dilations"], x.shape)
+    v = em_win.value(x, q)
+    em_win.emit(f"acc = AOTC_COMBINE_{kind}(acc, ({acc_t})({v}));")
+    for _ in dims:
+        em_win.close()
+    acc_val = "acc" if x.dtype.is_float else f"(({compute_type(out.dtype)})acc)"
+    em_epi = b.emitter(indent=2, overrides={out: acc_val})
+    b.store_root(em_epi, oidx)
+    slots = dict(out_index=em_idx.text(), window=em_win.text(), epilogue=em_epi.text(), total=total,
+                 acc_t=acc_t, init=_identity(kind, x.dtype), block=LOOP_BLOCK)
+    return b.finish("window", slots, _grid_1d(total, LOOP_BLOCK), (LOOP_BLOCK, 1, 1))
+
+
+def module_source(kernels: list[Kernel]) -> str:
+    """One translation unit holding every distinct kernel of an engine."""
+    parts = []
+    if any(k.uses_fp16 for k in kernels):
+        parts.append("#define AOTC_USE_FP16 1")
+    parts += ['#include "aotc_prelude.cuh"', '#include "aotc_ops.cuh"', ""]
+    seen = set()
+    for k in kernels:
+        if k.name not in seen:
+            seen.add(k.name)
+            parts.append(k.source)
+    return "\n".join(parts) + "\n"
+
+
+__all__ = ["Kernel", "generate", "module_source", "literal"]

@@ -1,0 +1,175 @@
+"""Compile generated CUDA C for the host CPU, as a shared library.
+
+The kernel source is compiled unchanged with g++ (`$CXX` overrides), with
+templates/cuda_host_emu.h force-included, so the text NVRTC compiles for the
+GPU is the text that runs on the CPU (DESIGN.md principle 3). A generated
+wrapper exports one C entry point per kernel:
+
+    int aotc_host_launch_<name>(const unsigned *grid3, const unsigned *block3,
+                                unsigned dyn_smem, void **params);
+    const char *aotc_host_abi(void);                 /* "aotc-host-1" */
+    const char *aotc_host_status_string(int status);
+
+`params` follows cuLaunchKernel: an array of pointers to the argument values,
+whose types the wrapper takes from the kernel's own signature. A launch
+returns 0 on success, else a status (1 bad launch shape, 2 out of memory,
+3 deadlock, 4 internal error).
+
+Most of a build's time goes into the emulation header and the STL/CUDA
+headers it pulls in, so that header is precompiled once per compiler, flags
+and header content into the cache directory and reused by every build.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from aotc.errors import CompileError
+from aotc.kernels.cache import atomic_write, cache_dir, cache_enabled, cached_bytes
+from aotc.kernels.nvrtc_compile import (TEMPLATES_DIR, cuda_include_dir, cuda_package_versions,
+                                        templates_hash)
+
+HOST_ABI = "aotc-host-1"
+EMU_HEADER = TEMPLATES_DIR / "cuda_host_emu.h"
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+_WRAPPER_HEAD = """\
+#include "kernels.cu"
+#define AOTC_EXPORT extern "C" __attribute__((visibility("default")))
+AOTC_EXPORT const char *aotc_host_abi(void) { return "%s"; }
+AOTC_EXPORT const char *aotc_host_status_string(int s) { return aotc_emu::status_string(s); }
+"""
+_WRAPPER_KERNEL = """\
+AOTC_EXPORT int aotc_host_launch_{name}(const unsigned *grid3, const unsigned *block3,
+                                        unsigned dyn_smem, void **params) {{
+  return aotc_emu::launch_kernel(&{name}, grid3, block3, dyn_smem, params);
+}}
+"""
+
+
+def _cxx() -> list[str]:
+    return shlex.split(os.environ.get("CXX") or "g++")
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_version(cxx: tuple[str, ...]) -> str:
+    try:
+        proc = subprocess.run([*cxx, "--version"], capture_output=True, text=True)
+    except OSError as e:
+        raise CompileError(f"host compiler {cxx[0]!r} not found: {e.strerror}") from e
+    if proc.returncode != 0:
+        raise CompileError(f"host compiler {cxx[0]!r} does not run", log=proc.stderr)
+    return proc.stdout
+
+
+def _flags(opt: str) -> list[str]:
+    # -U_FORTIFY_SOURCE: fortified longjmp aborts on fiber switches (the
+    # header undefines it too, but distributions may add it to the driver).
+    return ["-std=c++20", opt, "-fPIC", "-pthread", "-Wno-unknown-pragmas",
+            "-fvisibility=hidden", "-U_FORTIFY_SOURCE"]
+
+
+def _includes() -> list[str]:
+    inc = cuda_include_dir()
+    return [f"-I{inc}", f"-I{inc / 'cccl'}", f"-I{TEMPLATES_DIR}"]
+
+
+def _first_error(log: str) -> str:
+    for line in log.splitlines():
+        if "error" in line:
+            return line.strip()
+    lines = log.strip().splitlines()
+    return lines[0] if lines else "no output"
+
+
+def _run(cmd: list[str], what: str) -> None:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise CompileError(f"{what}: cannot run {cmd[0]!r}: {e.strerror}") from e
+    if proc.returncode != 0:
+        log = proc.stdout + proc.stderr
+        raise CompileError(f"{what} failed: {_first_error(log)}", log=log)
+
+
+def _pch_key(cxx: list[str], opt: str) -> str:
+    h = hashlib.sha256()
+    for part in (EMU_HEADER.read_bytes(), compiler_version(tuple(cxx)).encode(),
+                 " ".join(_flags(opt)).encode(), str(cuda_include_dir()).encode(),
+                 cuda_package_versions().encode()):
+        h.update(part + b"\0")
+    return h.hexdigest()[:32]
+
+
+def precompiled_header(opt: str = "-O1") -> Path | None:
+    """The emulation header to force-include, with a ready .gch beside it.
+
+    Returns None when caching is off or the PCH cannot be built; the caller
+    then includes the plain header (correct, only slower).
+    """
+    if not cache_enabled() or os.environ.get("AOTC_NO_PCH") == "1":
+        return None
+    cxx = _cxx()
+    folder = cache_dir() / "host-pch" / _pch_key(cxx, opt)
+    header, gch = folder / "cuda_host_emu.h", folder / "cuda_host_emu.h.gch"
+    if gch.is_file() and header.is_file():
+        return header
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="aotc-pch-") as tmp:
+            out = Path(tmp) / "cuda_host_emu.h.gch"
+            _run([*cxx, *_flags(opt), *_includes(), "-x", "c++-header", str(EMU_HEADER),
+                  "-o", str(out)], "precompiling cuda_host_emu.h")
+            # Header first: g++ uses a .gch only next to a header it would include.
+            atomic_write(header, EMU_HEADER.read_bytes())
+            atomic_write(gch, out.read_bytes())
+    except (CompileError, OSError):
+        return None
+    return header
+
+
+def _wrapper(kernel_names: list[str]) -> str:
+    return _WRAPPER_HEAD % HOST_ABI + "".join(_WRAPPER_KERNEL.format(name=n) for n in kernel_names)
+
+
+def _build(source: str, kernel_names: list[str], opt: str) -> bytes:
+    cxx = _cxx()
+    header = precompiled_header(opt) or EMU_HEADER
+    with tempfile.TemporaryDirectory(prefix="aotc-host-") as tmp:
+        d = Path(tmp)
+        (d / "kernels.cu").write_text(source)
+        (d / "wrapper.cpp").write_text(_wrapper(kernel_names))
+        out = d / "kernels.so"
+        cmd = [*cxx, *_flags(opt), "-shared", "-Winvalid-pch", *_includes(), "-include",
+               str(header), str(d / "wrapper.cpp"), "-o", str(out)]
+        names = ", ".join(kernel_names)
+        _run(cmd, f"host compile of kernels {names}")
+        return out.read_bytes()
+
+
+def compile_host(source: str, kernel_names: list[str], *, opt: str = "-O1") -> bytes:
+    """Compile `source` for the host emulation; returns the shared library's bytes."""
+    if not kernel_names:
+        raise CompileError("host compile: no kernel names given")
+    for name in kernel_names:
+        if not _IDENT.match(name):
+            raise CompileError(f"host compile: kernel name {name!r} is not a C identifier")
+    if len(set(kernel_names)) != len(kernel_names):
+        raise CompileError(f"host compile: kernel names repeat: {kernel_names}")
+    if not re.match(r"^-O[0-3sg]?$", opt):
+        raise CompileError(f"host compile: bad optimisation flag {opt!r}")
+    cxx = _cxx()
+    key = [source, "\0".join(kernel_names), " ".join(_flags(opt)), compiler_version(tuple(cxx)),
+           templates_hash(), cuda_package_versions(), HOST_ABI]
+    return cached_bytes("host", key, lambda: _build(source, kernel_names, opt))
+
+
+def have_host_compiler() -> bool:
+    return shutil.which(_cxx()[0]) is not None

@@ -1,0 +1,158 @@
+"""Compile generated CUDA C for the GPU without a GPU: NVRTC from PyPI wheels.
+
+`compile_device(source, "sm_90")` returns a cubin (ELF), `"compute_90"` returns
+PTX text. NVRTC runs in-process from the `nvidia-cuda-nvrtc` wheel, with the
+CUDA headers of the `nvidia-cuda-runtime` wheel and aotc's own templates on
+the include path, so no toolkit, driver or device is needed (DESIGN.md
+principle 4). Results are cached by content hash (cache.py).
+
+`compile_device_nvcc` is an optional cross-check with a local toolkit's nvcc.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from aotc.errors import CompileError
+from aotc.kernels.cache import cached_bytes
+
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
+_TARGET_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_include_dir() -> Path:
+    """`nvidia/cu13/include` of the nvidia-cuda-runtime wheel (cuda_fp16.h and friends)."""
+    try:
+        import nvidia.cu13
+    except ImportError as e:  # pragma: no cover - a packaging error
+        raise CompileError("CUDA headers not found: install the nvidia-cuda-runtime wheel") from e
+    for base in nvidia.cu13.__path__:
+        inc = Path(base) / "include"
+        if (inc / "cuda_fp16.h").is_file():
+            return inc
+    raise CompileError("CUDA headers not found: nvidia/cu13/include has no cuda_fp16.h")
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_package_versions() -> str:
+    from importlib import metadata
+    out = []
+    for dist in ("nvidia-cuda-runtime", "nvidia-cuda-crt", "nvidia-cuda-cccl"):
+        try:
+            out.append(f"{dist}={metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            out.append(f"{dist}=?")
+    return ",".join(out)
+
+
+def templates_hash() -> str:
+    """Hash of aotc's own headers; part of every kernel cache key."""
+    h = hashlib.sha256()
+    for p in sorted(TEMPLATES_DIR.glob("*")):
+        if p.suffix in (".h", ".cuh"):
+            h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def _check(result, what: str) -> None:
+    from cuda.bindings import nvrtc
+    if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"NVRTC {what} failed: {result.name}")
+
+
+def nvrtc_version() -> tuple[int, int]:
+    from cuda.bindings import nvrtc
+    err, major, minor = nvrtc.nvrtcVersion()
+    _check(err, "version query")
+    return (major, minor)
+
+
+def _options(target: str, fast_math: bool) -> list[str]:
+    opts = [f"--gpu-architecture={target}", "-std=c++17", "-default-device",
+            f"-I{cuda_include_dir()}", f"-I{TEMPLATES_DIR}"]
+    if fast_math:
+        opts.append("--use_fast_math")
+    return opts
+
+
+def _first_error(log: str) -> str:
+    for line in log.splitlines():
+        if "error" in line:
+            return line.strip()
+    return log.strip().splitlines()[0] if log.strip() else "no log"
+
+
+def _nvrtc_compile(source: str, target: str, options: list[str]) -> bytes:
+    from cuda.bindings import nvrtc
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"aotc_kernels.cu", 0, [], [])
+    _check(err, "program creation")
+    try:
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
+        _, log_size = nvrtc.nvrtcGetProgramLogSize(prog)
+        log_buf = b" " * log_size
+        nvrtc.nvrtcGetProgramLog(prog, log_buf)
+        log = log_buf.rstrip(b"\0").decode(errors="replace")
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(f"NVRTC compile for {target} failed: {_first_error(log)}", log=log)
+        if target.startswith("sm_"):
+            err, size = nvrtc.nvrtcGetCUBINSize(prog)
+            _check(err, "cubin size")
+            buf = b" " * size
+            _check(nvrtc.nvrtcGetCUBIN(prog, buf)[0], "cubin fetch")
+            return buf
+        err, size = nvrtc.nvrtcGetPTXSize(prog)
+        _check(err, "PTX size")
+        buf = b" " * size
+        _check(nvrtc.nvrtcGetPTX(prog, buf)[0], "PTX fetch")
+        return buf.rstrip(b"\0")  # ptxas rejects the trailing NUL
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def compile_device(source: str, target: str, *, fast_math: bool = True) -> bytes:
+    """Compile `source` for `target`: "sm_XY" gives a cubin, "compute_XY" gives PTX."""
+    if not _TARGET_RE.match(target):
+        raise CompileError(f"bad GPU target {target!r}: expected sm_XY or compute_XY, e.g. sm_90")
+    options = _options(target, fast_math)
+    version = nvrtc_version()
+    # Include paths are left out of the key (they move between venvs);
+    # what they hold is keyed by the package versions and templates_hash().
+    flags = [o for o in options if not o.startswith("-I")]
+    key = [source, "\0".join(flags), f"nvrtc={version}", cuda_package_versions(), templates_hash()]
+    return cached_bytes("nvrtc", key, lambda: _nvrtc_compile(source, target, options))
+
+
+def find_nvcc() -> str | None:
+    """A local toolkit's nvcc, if there is one (never required)."""
+    for cand in (os.environ.get("AOTC_NVCC"), "/usr/local/cuda/bin/nvcc", shutil.which("nvcc")):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def compile_device_nvcc(source: str, target: str, *, fast_math: bool = True) -> bytes:
+    """Cross-check build with nvcc (same options); raises CompileError when nvcc is absent."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise CompileError("nvcc not found (set AOTC_NVCC or install the CUDA toolkit)")
+    kind = "-cubin" if target.startswith("sm_") else "-ptx"
+    with tempfile.TemporaryDirectory(prefix="aotc-nvcc-") as tmp:
+        src, out = Path(tmp) / "k.cu", Path(tmp) / "k.out"
+        src.write_text(source)
+        # nvcc brings its own CUDA headers; only aotc's templates are added.
+        cmd = [nvcc, kind, f"-arch={target}", "-std=c++17", f"-I{TEMPLATES_DIR}",
+               "-o", str(out), str(src)]
+        if fast_math:
+            cmd.insert(3, "--use_fast_math")
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            log = proc.stdout + proc.stderr
+            raise CompileError(f"nvcc compile for {target} failed: {_first_error(log)}", log=log)
+        return out.read_bytes()

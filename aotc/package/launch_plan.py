@@ -1,0 +1,81 @@
+"""Regions + kernels -> the launch sequence with every pointer resolved.
+
+Decides where each value lives: graph inputs and outputs in the caller's
+buffers, constants in the weights blob, everything else in the arena at the
+offset the memory plan gives. A graph output that is not computed by its own
+region (an input, a constant, or a value returned twice) gets a copy region.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from aotc.fusion.regions import Region
+from aotc.ir.graph import Graph, Value
+from aotc.kernels.codegen import Kernel, generate
+from aotc.package import plan as P
+from aotc.package.memory_plan import ALIGN, Buffer, MemoryPlan, align_up, plan_memory
+
+
+def add_output_copies(graph: Graph, regions: list[Region]) -> tuple[list[Region], dict[int, int]]:
+    """Append copy regions so each graph output position has a region writing it.
+
+    Returns the regions and a map region index -> output position it writes.
+    """
+    regions = list(regions)
+    root_index = {r.root: i for i, r in enumerate(regions)}
+    writes: dict[int, int] = {}
+    for j, v in enumerate(graph.outputs):
+        i = root_index.get(v)
+        if i is not None and i not in writes:
+            writes[i] = j
+            continue
+        regions.append(Region("loop", v, [], inputs=[v], reasons=["copy into a graph output"]))
+        writes[len(regions) - 1] = j
+    return regions, writes
+
+
+def build_launches(graph: Graph, regions: list[Region]):
+    """Generate kernels and resolve their arguments.
+
+    Returns (kernels, launches, weights bytes, memory plan, output writer map).
+    """
+    regions, writes = add_output_copies(graph, regions)
+    producer = graph.producers()
+    kernels: list[Kernel] = [generate(graph, r, producer) for r in regions]
+
+    refs: dict[Value, P.BufferRef] = {v: P.BufferRef("input", index=i) for i, v in enumerate(graph.inputs)}
+    for i, j in writes.items():
+        r = regions[i]
+        if r.nodes:      # a computed root lives in the output buffer; copies do not redefine
+            refs[r.root] = P.BufferRef("output", index=j)
+
+    weights = bytearray()
+    for k in kernels:
+        for v in k.params[:-1]:
+            if v in graph.constants and v not in refs:
+                off = align_up(len(weights), ALIGN)
+                weights.extend(b"\0" * (off - len(weights)))
+                weights.extend(np.ascontiguousarray(graph.constants[v]).tobytes())
+                refs[v] = P.BufferRef("weight", offset=off)
+
+    # intermediates: written by region i, read until the last region using them
+    first = {r.root: i for i, r in enumerate(regions) if r.nodes and r.root not in refs}
+    last = dict(first)
+    for i, k in enumerate(kernels):
+        for v in k.params[:-1]:
+            if v in last:
+                last[v] = max(last[v], i)
+    memory = plan_memory([Buffer(v, v.type.nbytes, first[v], last[v]) for v in first])
+    for v, off in memory.offsets.items():
+        refs[v] = P.BufferRef("arena", offset=off)
+
+    launches = []
+    for i, k in enumerate(kernels):
+        args = [refs[v] for v in k.params[:-1]]
+        args.append(P.BufferRef("output", index=writes[i]) if i in writes else refs[k.region.root])
+        launches.append(P.Launch(k.name, k.grid, k.block, k.smem, args, k.bytes, k.flops,
+                                 k.region.describe()))
+    return kernels, launches, bytes(weights), memory, writes
+
+
+__all__ = ["build_launches", "add_output_copies", "MemoryPlan"]

@@ -1,0 +1,214 @@
+/* aotc_runtime.h - the one public header of the aotc engine runtime.
+ *
+ * The runtime loads an engine file written by aotc (see engine_format.py for
+ * the byte layout) and runs it on a device:
+ *   AOTC_DEVICE_CPU   runs the engine's host build (HOST_LIB section): the
+ *                     very CUDA C of the GPU kernels compiled for the host;
+ *                     for validation, not speed.
+ *   AOTC_DEVICE_CUDA  runs the cubin matching the GPU (or JIT-compiles the
+ *                     PTX) through libcuda.so.1, loaded with dlopen at run
+ *                     time; the runtime has no link-time CUDA dependency.
+ *
+ * Typical use:
+ *   aotc_engine_t *engine;  aotc_context_t *ctx;
+ *   AOTC_RETURN_IF_ERROR(aotc_engine_load_from_file("m.engine", NULL, &engine));
+ *   AOTC_RETURN_IF_ERROR(aotc_context_create(engine, AOTC_DEVICE_CPU, &ctx));
+ *   AOTC_RETURN_IF_ERROR(aotc_context_bind_input(ctx, "x", x, sizeof x));
+ *   AOTC_RETURN_IF_ERROR(aotc_context_bind_output(ctx, "y", y, sizeof y));
+ *   AOTC_RETURN_IF_ERROR(aotc_context_run(ctx));
+ *   aotc_context_release(ctx);  aotc_engine_release(engine);
+ *
+ * Errors. Every fallible call returns an aotc_status_t: NULL means OK; any
+ * other value is an error the caller owns and must free with
+ * aotc_status_free (after reading aotc_status_code / aotc_status_message).
+ * The library never exits, aborts on bad input, or prints.
+ *
+ * Ownership. Objects are reference counted: *_create / *_load_* return an
+ * object with one reference; *_retain adds one, *_release drops one and frees
+ * the object at zero. A context retains its engine. Strings returned by the
+ * engine (tensor names) live as long as the engine. out_* parameters are
+ * set to NULL (or 0) on entry, so they are defined even on error.
+ *
+ * Thread safety. An engine is immutable after loading and may be shared by
+ * any number of threads; retain/release are atomic. A context is NOT thread
+ * safe: use one context per thread (or per concurrent request stream).
+ * Contexts share the engine's weights and kernels and own their activation
+ * arena. Status objects belong to the thread that received them.
+ */
+#ifndef AOTC_RUNTIME_H_
+#define AOTC_RUNTIME_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define AOTC_API __declspec(dllexport)
+#else
+#define AOTC_API __attribute__((visibility("default")))
+#endif
+
+/* Engine container version this runtime reads. */
+#define AOTC_ENGINE_FORMAT_VERSION 1
+/* Highest tensor rank an engine may declare. */
+#define AOTC_MAX_RANK 8
+
+/* ------------------------------------------------------------- status -- */
+
+typedef enum aotc_status_code_e {
+  AOTC_STATUS_OK = 0,
+  /* The caller passed a bad argument: NULL pointer, unknown name, wrong
+   * byte size, index out of range. Fix the call. */
+  AOTC_STATUS_INVALID_ARGUMENT = 1,
+  /* A named thing does not exist: file, tensor name, kernel symbol. */
+  AOTC_STATUS_NOT_FOUND = 2,
+  /* The engine bytes are corrupt or truncated: bad magic, checksum, size,
+   * offset, count, index or string. Never retry; rebuild the engine. */
+  AOTC_STATUS_DATA_LOSS = 3,
+  /* This runtime cannot do what was asked (engine format version, an
+   * unknown device). */
+  AOTC_STATUS_UNIMPLEMENTED = 4,
+  /* The device is not usable here: no libcuda, no GPU, no matching cubin
+   * and no usable PTX, no host build for the cpu device. */
+  AOTC_STATUS_UNAVAILABLE = 5,
+  /* The call is valid but the object is not ready: e.g. running a context
+   * with an unbound input or output. */
+  AOTC_STATUS_FAILED_PRECONDITION = 6,
+  /* Out of host or device memory. */
+  AOTC_STATUS_RESOURCE_EXHAUSTED = 7,
+  /* A kernel or driver call failed; the message carries the detail. */
+  AOTC_STATUS_INTERNAL = 8,
+} aotc_status_code_t;
+
+typedef struct aotc_status_s *aotc_status_t; /* NULL == OK */
+
+/* The code of a status; AOTC_STATUS_OK for NULL. */
+AOTC_API aotc_status_code_t aotc_status_code(aotc_status_t status);
+/* A one-line message; "OK" for NULL. Valid until aotc_status_free. */
+AOTC_API const char *aotc_status_message(aotc_status_t status);
+/* A fixed name for a code, e.g. "DATA_LOSS". */
+AOTC_API const char *aotc_status_code_string(aotc_status_code_t code);
+/* Frees a status; NULL is a no-op. */
+AOTC_API void aotc_status_free(aotc_status_t status);
+
+/* Returns the status from the enclosing function if it is an error. */
+#define AOTC_RETURN_IF_ERROR(expr)          \
+  do {                                      \
+    aotc_status_t aotc_status_tmp_ = (expr); \
+    if (aotc_status_tmp_) return aotc_status_tmp_; \
+  } while (0)
+
+/* ------------------------------------------------------------- engine -- */
+
+typedef enum aotc_dtype_e {
+  AOTC_DTYPE_F32 = 1, AOTC_DTYPE_F16 = 2, AOTC_DTYPE_BF16 = 3, AOTC_DTYPE_I64 = 4,
+  AOTC_DTYPE_I32 = 5, AOTC_DTYPE_I8 = 6, AOTC_DTYPE_U8 = 7, AOTC_DTYPE_BOOL = 8,
+} aotc_dtype_t;
+
+typedef enum aotc_device_e {
+  AOTC_DEVICE_CPU = 0,
+  AOTC_DEVICE_CUDA = 1,
+} aotc_device_t;
+
+typedef struct aotc_engine_s aotc_engine_t;
+
+typedef struct aotc_engine_options_s {
+  /* Verify each section's CRC32 when loading (default 1). */
+  int verify_checksums;
+  /* CUDA device ordinal used by AOTC_DEVICE_CUDA contexts (default 0). */
+  int cuda_device_ordinal;
+} aotc_engine_options_t;
+
+AOTC_API void aotc_engine_options_initialize(aotc_engine_options_t *out_options);
+
+/* Static description of an engine input or output. */
+typedef struct aotc_tensor_info_s {
+  const char *name;            /* owned by the engine */
+  aotc_dtype_t dtype;
+  uint32_t rank;
+  uint64_t dims[AOTC_MAX_RANK];
+  uint64_t byte_size;
+} aotc_tensor_info_t;
+
+/* Reads and validates the engine file at `path`. options may be NULL. */
+AOTC_API aotc_status_t aotc_engine_load_from_file(const char *path,
+                                                  const aotc_engine_options_t *options,
+                                                  aotc_engine_t **out_engine);
+/* Validates and copies `size` bytes; the caller keeps ownership of `bytes`
+ * and may free them as soon as the call returns. */
+AOTC_API aotc_status_t aotc_engine_load_from_memory(const void *bytes, size_t size,
+                                                    const aotc_engine_options_t *options,
+                                                    aotc_engine_t **out_engine);
+AOTC_API void aotc_engine_retain(aotc_engine_t *engine);
+AOTC_API void aotc_engine_release(aotc_engine_t *engine);
+
+AOTC_API size_t aotc_engine_input_count(const aotc_engine_t *engine);
+AOTC_API size_t aotc_engine_output_count(const aotc_engine_t *engine);
+AOTC_API aotc_status_t aotc_engine_input_info(const aotc_engine_t *engine, size_t index,
+                                              aotc_tensor_info_t *out_info);
+AOTC_API aotc_status_t aotc_engine_output_info(const aotc_engine_t *engine, size_t index,
+                                               aotc_tensor_info_t *out_info);
+/* Index of the input/output called `name`; NOT_FOUND if there is none. */
+AOTC_API aotc_status_t aotc_engine_find_input(const aotc_engine_t *engine, const char *name,
+                                              size_t *out_index);
+AOTC_API aotc_status_t aotc_engine_find_output(const aotc_engine_t *engine, const char *name,
+                                               size_t *out_index);
+/* Bytes of activation arena each context allocates. */
+AOTC_API uint64_t aotc_engine_arena_size(const aotc_engine_t *engine);
+AOTC_API uint64_t aotc_engine_weights_size(const aotc_engine_t *engine);
+AOTC_API size_t aotc_engine_launch_count(const aotc_engine_t *engine);
+/* The MANIFEST JSON (not NUL-terminated), owned by the engine. */
+AOTC_API aotc_status_t aotc_engine_manifest(const aotc_engine_t *engine, const char **out_json,
+                                            size_t *out_size);
+
+/* Can this runtime run the engine bytes on `device` here? Returns NULL if
+ * yes. Either way writes a one-line reason into why[why_len] (if why is not
+ * NULL): what would be used ("cubin sm_90", "host build") or what is wrong
+ * (format version, checksum, missing arch and no usable PTX, no driver). */
+AOTC_API aotc_status_t aotc_engine_check(const void *bytes, size_t size, aotc_device_t device,
+                                         char *why, size_t why_len);
+
+/* ------------------------------------------------------------ context -- */
+
+typedef struct aotc_context_s aotc_context_t;
+
+/* Creates an execution context on `device`. The first context of a device
+ * loads the engine's kernels for it (host library or CUDA module and device
+ * weights); later contexts share them. Each context owns a 256-byte aligned
+ * activation arena of aotc_engine_arena_size bytes (device memory on cuda). */
+AOTC_API aotc_status_t aotc_context_create(aotc_engine_t *engine, aotc_device_t device,
+                                           aotc_context_t **out_context);
+AOTC_API void aotc_context_retain(aotc_context_t *context);
+AOTC_API void aotc_context_release(aotc_context_t *context);
+AOTC_API aotc_device_t aotc_context_device(const aotc_context_t *context);
+
+/* Binds a buffer to the input/output called `name`; byte_size must equal
+ * the tensor's byte size. The pointer is a host pointer on the cpu device
+ * and a device pointer (CUdeviceptr) on cuda. The buffer must stay valid
+ * while aotc_context_run uses it; bindings persist across runs. */
+AOTC_API aotc_status_t aotc_context_bind_input(aotc_context_t *context, const char *name,
+                                               const void *ptr, size_t byte_size);
+AOTC_API aotc_status_t aotc_context_bind_output(aotc_context_t *context, const char *name,
+                                                void *ptr, size_t byte_size);
+/* Convenience: bind host buffers on any device. On cuda the context keeps a
+ * device copy, uploads inputs before and downloads outputs after each run;
+ * on cpu these are the same as the plain binds. */
+AOTC_API aotc_status_t aotc_context_bind_host_input(aotc_context_t *context, const char *name,
+                                                    const void *host_ptr, size_t byte_size);
+AOTC_API aotc_status_t aotc_context_bind_host_output(aotc_context_t *context, const char *name,
+                                                     void *host_ptr, size_t byte_size);
+
+/* Runs every launch of the engine in order and waits for completion. */
+AOTC_API aotc_status_t aotc_context_run(aotc_context_t *context);
+
+/* Runtime library version string, e.g. "aotc-runtime 0.1.0 (format 1)". */
+AOTC_API const char *aotc_runtime_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AOTC_RUNTIME_H_ */

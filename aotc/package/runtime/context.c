@@ -1,0 +1,131 @@
+/* context.c - execution contexts: arena, bindings, run. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+
+#include "aotc_internal.h"
+
+static void context_destroy(aotc_context_t *x) {
+  if (x->device == AOTC_DEVICE_CUDA) aotc_cuda_context_deinit(x);
+  else free(x->arena);
+  free(x->bindings);
+  free(x->params);
+  free(x->values);
+  aotc_engine_release(x->engine);
+  free(x);
+}
+
+aotc_status_t aotc_context_create(aotc_engine_t *engine, aotc_device_t device,
+                                  aotc_context_t **out_context) {
+  if (!out_context) return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "out_context is NULL");
+  *out_context = NULL;
+  if (!engine) return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "engine is NULL");
+  if (device != AOTC_DEVICE_CPU && device != AOTC_DEVICE_CUDA)
+    return aotc_make_status(AOTC_STATUS_UNIMPLEMENTED, "unknown device %d (use cpu or cuda)",
+                            (int)device);
+  /* Load the device's kernels first: a missing driver fails before any allocation. */
+  AOTC_RETURN_IF_ERROR(device == AOTC_DEVICE_CPU ? aotc_cpu_engine_prepare(engine)
+                                                 : aotc_cuda_engine_prepare(engine));
+  aotc_context_t *x = (aotc_context_t *)calloc(1, sizeof *x);
+  if (!x) return aotc_make_status(AOTC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+  x->ref = 1;
+  x->device = device;
+  x->engine = engine;
+  aotc_engine_retain(engine);
+  size_t n = (size_t)engine->input_count + engine->output_count;
+  x->bindings = (aotc_binding_t *)calloc(n + 1, sizeof *x->bindings);
+  x->params = (void **)calloc((size_t)engine->max_launch_args + 1, sizeof(void *));
+  x->values = (uint64_t *)calloc((size_t)engine->max_launch_args + 1, sizeof(uint64_t));
+  aotc_status_t st = NULL;
+  if (!x->bindings || !x->params || !x->values)
+    st = aotc_make_status(AOTC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+  else if (device == AOTC_DEVICE_CUDA)
+    st = aotc_cuda_context_init(x);
+  else {
+    uint64_t sz = (engine->arena_size + AOTC_ALIGN - 1) / AOTC_ALIGN * AOTC_ALIGN;
+    if (sz < engine->arena_size || sz > (uint64_t)SIZE_MAX ||
+        posix_memalign(&x->arena, AOTC_ALIGN, sz ? (size_t)sz : AOTC_ALIGN) != 0) {
+      x->arena = NULL;
+      st = aotc_make_status(AOTC_STATUS_RESOURCE_EXHAUSTED,
+                            "cannot allocate a %llu-byte activation arena",
+                            (unsigned long long)engine->arena_size);
+    }
+  }
+  if (st) {
+    context_destroy(x);
+    return st;
+  }
+  *out_context = x;
+  return NULL;
+}
+
+void aotc_context_retain(aotc_context_t *x) {
+  if (x) __atomic_add_fetch(&x->ref, 1, __ATOMIC_RELAXED);
+}
+
+void aotc_context_release(aotc_context_t *x) {
+  if (x && __atomic_sub_fetch(&x->ref, 1, __ATOMIC_ACQ_REL) == 0) context_destroy(x);
+}
+
+aotc_device_t aotc_context_device(const aotc_context_t *x) {
+  return x ? x->device : AOTC_DEVICE_CPU;
+}
+
+static aotc_status_t bind(aotc_context_t *x, int output, const char *name, void *ptr,
+                          size_t byte_size, int host) {
+  if (!x || !name) return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "context or name is NULL");
+  size_t index = 0;
+  aotc_engine_t *e = x->engine;
+  AOTC_RETURN_IF_ERROR(output ? aotc_engine_find_output(e, name, &index)
+                              : aotc_engine_find_input(e, name, &index));
+  size_t slot = (output ? e->input_count : 0) + index;
+  const aotc_tensor_t *t = &e->tensors[slot];
+  if (byte_size != t->byte_size)
+    return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT,
+                            "%s '%s' needs %llu bytes, got a %zu-byte buffer",
+                            output ? "output" : "input", name, (unsigned long long)t->byte_size,
+                            byte_size);
+  if (!ptr && byte_size)
+    return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "%s '%s' bound to NULL",
+                            output ? "output" : "input", name);
+  aotc_binding_t *b = &x->bindings[slot];
+  b->size = byte_size;
+  if (host && x->device == AOTC_DEVICE_CUDA) {
+    AOTC_RETURN_IF_ERROR(aotc_cuda_staging_alloc(x, b));
+    b->host = ptr;
+    b->ptr = (void *)(uintptr_t)b->staging;
+  } else {
+    b->host = NULL;
+    b->ptr = ptr;
+  }
+  b->bound = 1;
+  return NULL;
+}
+
+aotc_status_t aotc_context_bind_input(aotc_context_t *x, const char *name, const void *ptr,
+                                      size_t byte_size) {
+  return bind(x, 0, name, (void *)ptr, byte_size, 0);
+}
+aotc_status_t aotc_context_bind_output(aotc_context_t *x, const char *name, void *ptr,
+                                       size_t byte_size) {
+  return bind(x, 1, name, ptr, byte_size, 0);
+}
+aotc_status_t aotc_context_bind_host_input(aotc_context_t *x, const char *name,
+                                           const void *host_ptr, size_t byte_size) {
+  return bind(x, 0, name, (void *)host_ptr, byte_size, 1);
+}
+aotc_status_t aotc_context_bind_host_output(aotc_context_t *x, const char *name, void *host_ptr,
+                                            size_t byte_size) {
+  return bind(x, 1, name, host_ptr, byte_size, 1);
+}
+
+aotc_status_t aotc_context_run(aotc_context_t *x) {
+  if (!x) return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "context is NULL");
+  aotc_engine_t *e = x->engine;
+  size_t n = (size_t)e->input_count + e->output_count;
+  for (size_t i = 0; i < n; ++i)
+    if (!x->bindings[i].bound)
+      return aotc_make_status(AOTC_STATUS_FAILED_PRECONDITION, "%s '%s' is not bound",
+                              i < e->input_count ? "input" : "output", e->tensors[i].name);
+  return x->device == AOTC_DEVICE_CUDA ? aotc_cuda_context_run(x) : aotc_cpu_context_run(x);
+}

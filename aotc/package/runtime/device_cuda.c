@@ -1,0 +1,411 @@
+/* device_cuda.c - the cuda device through the CUDA driver API.
+ *
+ * libcuda.so.1 is opened with dlopen on first use (no link-time dependency);
+ * the few driver entry points used are declared here. Per engine (on first
+ * cuda context): retain the device's primary context, load the cubin that
+ * matches the device's compute capability (exact, else the newest sm_<major>x
+ * not newer than the device), else JIT the PTX if its arch is not newer than
+ * the device, and upload the weights once. Per context: a stream and an
+ * arena in device memory. Runs push the primary context, launch in order on
+ * the context's stream and synchronize.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aotc_internal.h"
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+#define CU_JIT_ERROR_LOG_BUFFER 5
+#define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
+#define CU_STREAM_NON_BLOCKING 1
+
+static struct {
+  aotc_status_code_t code; /* why the driver is unusable, or OK */
+  char message[256];
+  CUresult (*Init)(unsigned);
+  CUresult (*DeviceGetCount)(int *);
+  CUresult (*DeviceGet)(CUdevice *, int);
+  CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
+  CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*PrimaryCtxRelease)(CUdevice);
+  CUresult (*CtxPush)(CUcontext);
+  CUresult (*CtxPop)(CUcontext *);
+  CUresult (*ModuleLoadDataEx)(CUmodule *, const void *, unsigned, int *, void **);
+  CUresult (*ModuleUnload)(CUmodule);
+  CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*FuncSetAttribute)(CUfunction, int, int);
+  CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+  CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, CUstream, void **, void **);
+  CUresult (*StreamCreate)(CUstream *, unsigned);
+  CUresult (*StreamDestroy)(CUstream);
+  CUresult (*StreamSynchronize)(CUstream);
+  CUresult (*GetErrorString)(CUresult, const char **);
+} cu;
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+
+static void cu_load(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    cu.code = AOTC_STATUS_UNAVAILABLE;
+    snprintf(cu.message, sizeof cu.message, "libcuda.so.1 not found: no NVIDIA driver on this machine");
+    return;
+  }
+  struct { void **slot; const char *name, *fallback; } syms[] = {
+      {(void **)&cu.Init, "cuInit", NULL},
+      {(void **)&cu.DeviceGetCount, "cuDeviceGetCount", NULL},
+      {(void **)&cu.DeviceGet, "cuDeviceGet", NULL},
+      {(void **)&cu.DeviceGetAttribute, "cuDeviceGetAttribute", NULL},
+      {(void **)&cu.PrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL},
+      {(void **)&cu.PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"},
+      {(void **)&cu.CtxPush, "cuCtxPushCurrent_v2", "cuCtxPushCurrent"},
+      {(void **)&cu.CtxPop, "cuCtxPopCurrent_v2", "cuCtxPopCurrent"},
+      {(void **)&cu.ModuleLoadDataEx, "cuModuleLoadDataEx", NULL},
+      {(void **)&cu.ModuleUnload, "cuModuleUnload", NULL},
+      {(void **)&cu.ModuleGetFunction, "cuModuleGetFunction", NULL},
+      {(void **)&cu.FuncSetAttribute, "cuFuncSetAttribute", NULL},
+      {(void **)&cu.MemAlloc, "cuMemAlloc_v2", "cuMemAlloc"},
+      {(void **)&cu.MemFree, "cuMemFree_v2", "cuMemFree"},
+      {(void **)&cu.MemcpyHtoD, "cuMemcpyHtoD_v2", "cuMemcpyHtoD"},
+      {(void **)&cu.MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync"},
+      {(void **)&cu.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoHAsync"},
+      {(void **)&cu.LaunchKernel, "cuLaunchKernel", NULL},
+      {(void **)&cu.StreamCreate, "cuStreamCreate", NULL},
+      {(void **)&cu.StreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy"},
+      {(void **)&cu.StreamSynchronize, "cuStreamSynchronize", NULL},
+      {(void **)&cu.GetErrorString, "cuGetErrorString", NULL},
+  };
+  for (size_t i = 0; i < sizeof syms / sizeof syms[0]; ++i) {
+    void *p = dlsym(h, syms[i].name);
+    if (!p && syms[i].fallback) p = dlsym(h, syms[i].fallback);
+    if (!p) {
+      cu.code = AOTC_STATUS_UNAVAILABLE;
+      snprintf(cu.message, sizeof cu.message, "libcuda.so.1 lacks %s: NVIDIA driver too old",
+               syms[i].name);
+      return; /* keep the handle: libcuda is never unloaded */
+    }
+    *syms[i].slot = p;
+  }
+  CUresult r = cu.Init(0);
+  if (r != 0) {
+    const char *s = NULL;
+    cu.GetErrorString(r, &s);
+    cu.code = AOTC_STATUS_UNAVAILABLE;
+    snprintf(cu.message, sizeof cu.message, "cuInit failed: %s (error %d)", s ? s : "unknown", r);
+    return;
+  }
+  cu.code = AOTC_STATUS_OK;
+}
+
+static aotc_status_t cu_driver(void) {
+  pthread_once(&cu_once, cu_load);
+  return cu.code == AOTC_STATUS_OK ? NULL : aotc_make_status(cu.code, "%s", cu.message);
+}
+
+static aotc_status_t cu_error(CUresult r, const char *what) {
+  const char *s = NULL;
+  if (cu.GetErrorString) cu.GetErrorString(r, &s);
+  aotc_status_code_t code = r == 2 /* CUDA_ERROR_OUT_OF_MEMORY */ ? AOTC_STATUS_RESOURCE_EXHAUSTED
+                                                                  : AOTC_STATUS_INTERNAL;
+  return aotc_make_status(code, "%s failed: %s (CUDA error %d)", what, s ? s : "unknown", r);
+}
+#define CU_CHECK(call, what)                \
+  do {                                      \
+    CUresult cu_r_ = (call);                \
+    if (cu_r_ != 0) return cu_error(cu_r_, what); \
+  } while (0)
+
+struct aotc_cuda_engine_s {
+  CUdevice dev;
+  CUcontext ctx;
+  CUmodule mod;
+  CUfunction *fns;
+  CUdeviceptr weights;
+};
+
+/* "sm_90a" -> 90 and suffix 'a'; -1 on a malformed tag. */
+static int arch_number(const char *tag, const char *prefix, char *suffix) {
+  size_t n = strlen(prefix);
+  if (strncmp(tag, prefix, n) != 0) return -1;
+  int v = 0;
+  const char *p = tag + n;
+  for (; *p >= '0' && *p <= '9' && v < 100000; ++p) v = v * 10 + (*p - '0');
+  *suffix = *p;
+  return p == tag + n ? -1 : v;
+}
+
+static aotc_status_t device_arch(int ordinal, CUdevice *out_dev, int *out_arch) {
+  AOTC_RETURN_IF_ERROR(cu_driver());
+  int count = 0, major = 0, minor = 0;
+  CU_CHECK(cu.DeviceGetCount(&count), "cuDeviceGetCount");
+  if (ordinal < 0 || ordinal >= count)
+    return aotc_make_status(AOTC_STATUS_UNAVAILABLE, "no CUDA device %d (this machine has %d)",
+                            ordinal, count);
+  CU_CHECK(cu.DeviceGet(out_dev, ordinal), "cuDeviceGet");
+  CU_CHECK(cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, *out_dev),
+           "cuDeviceGetAttribute");
+  CU_CHECK(cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, *out_dev),
+           "cuDeviceGetAttribute");
+  *out_arch = major * 10 + minor;
+  return NULL;
+}
+
+/* Picks the image to load for a device of compute capability `arch`. */
+static aotc_status_t select_image(const aotc_engine_t *e, int arch, const aotc_section_t **out,
+                                  char *desc, size_t desc_len) {
+  const aotc_section_t *best = NULL;
+  int best_arch = -1;
+  char have[160] = "";
+  size_t used = 0;
+  for (uint32_t i = 0; i < e->section_count; ++i) {
+    const aotc_section_t *s = &e->sections[i];
+    if (s->kind != AOTC_SEC_CUBIN) continue;
+    char suffix = 0;
+    int a = arch_number(s->tag, "sm_", &suffix);
+    if (used < sizeof have) used += (size_t)snprintf(have + used, sizeof have - used, "%s%s",
+                                                     used ? ", " : "", s->tag);
+    /* SASS runs on the same major version with an equal or newer minor;
+     * arch-specific ("sm_90a") cubins only on their exact arch. */
+    int ok = suffix ? a == arch : (a / 10 == arch / 10 && a <= arch);
+    if (ok && a > best_arch) {
+      best = s;
+      best_arch = a;
+    }
+  }
+  if (best) {
+    *out = best;
+    snprintf(desc, desc_len, "runnable on cuda: cubin %s on a sm_%d device", best->tag, arch);
+    return NULL;
+  }
+  if (e->ptx && e->ptx->size) {
+    char suffix = 0;
+    int a = e->ptx->tag[0] ? arch_number(e->ptx->tag, "compute_", &suffix) : 0;
+    if (a >= 0 && a <= arch && (!suffix || a == arch)) {
+      *out = e->ptx;
+      snprintf(desc, desc_len, "runnable on cuda: PTX %s JIT-compiled for a sm_%d device",
+               e->ptx->tag[0] ? e->ptx->tag : "(untagged)", arch);
+      return NULL;
+    }
+  }
+  *out = NULL;
+  return aotc_make_status(AOTC_STATUS_UNAVAILABLE,
+                          "engine has no kernels for this GPU (sm_%d): cubins [%s], PTX %s", arch,
+                          have, e->ptx ? (e->ptx->tag[0] ? e->ptx->tag : "untagged") : "none");
+}
+
+aotc_status_t aotc_cuda_check(const aotc_engine_t *e, char *desc, size_t desc_len) {
+  CUdevice dev;
+  int arch = 0;
+  const aotc_section_t *img;
+  AOTC_RETURN_IF_ERROR(device_arch(e->options.cuda_device_ordinal, &dev, &arch));
+  return select_image(e, arch, &img, desc, desc_len);
+}
+
+static aotc_status_t prepare_locked(aotc_engine_t *e, struct aotc_cuda_engine_s *c) {
+  int arch = 0;
+  const aotc_section_t *img = NULL;
+  char desc[160];
+  AOTC_RETURN_IF_ERROR(device_arch(e->options.cuda_device_ordinal, &c->dev, &arch));
+  AOTC_RETURN_IF_ERROR(select_image(e, arch, &img, desc, sizeof desc));
+  CU_CHECK(cu.PrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain");
+  CU_CHECK(cu.CtxPush(c->ctx), "cuCtxPushCurrent");
+  aotc_status_t st = NULL;
+  /* PTX must be NUL-terminated; the file does not promise that. */
+  char *ptx = NULL;
+  const void *image = img->data;
+  if (img->kind == AOTC_SEC_PTX) {
+    ptx = (char *)malloc((size_t)img->size + 1);
+    if (!ptx) st = aotc_make_status(AOTC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    else {
+      memcpy(ptx, img->data, (size_t)img->size);
+      ptx[img->size] = 0;
+      image = ptx;
+    }
+  }
+  if (!st) {
+    char log[1024] = "";
+    int opts[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *vals[2] = {log, (void *)(uintptr_t)sizeof log};
+    CUresult r = cu.ModuleLoadDataEx(&c->mod, image, 2, opts, vals);
+    if (r != 0) {
+      log[sizeof log - 1] = 0;
+      aotc_status_t inner = cu_error(r, "cuModuleLoadData");
+      st = aotc_make_status(aotc_status_code(inner), "loading %s %s: %s%s%s",
+                            img->kind == AOTC_SEC_PTX ? "PTX" : "cubin", img->tag,
+                            aotc_status_message(inner), log[0] ? "; JIT log: " : "", log);
+      aotc_status_free(inner);
+      c->mod = NULL;
+    }
+  }
+  free(ptx);
+  c->fns = st ? NULL : (CUfunction *)calloc((size_t)e->kernel_count + 1, sizeof(CUfunction));
+  if (!st && !c->fns) st = aotc_make_status(AOTC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+  for (uint32_t k = 0; !st && k < e->kernel_count; ++k) {
+    CUresult r = cu.ModuleGetFunction(&c->fns[k], c->mod, e->kernel_names[k]);
+    if (r != 0)
+      st = aotc_make_status(AOTC_STATUS_NOT_FOUND, "kernel '%s' not found in %s %s (CUDA error %d)",
+                            e->kernel_names[k], img->kind == AOTC_SEC_PTX ? "PTX" : "cubin",
+                            img->tag, r);
+  }
+  for (uint32_t i = 0; !st && i < e->launch_count; ++i) {
+    const aotc_launch_t *l = &e->launches[i];
+    if (l->smem > 48 * 1024) {
+      CUresult r = cu.FuncSetAttribute(c->fns[l->kernel], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       (int)l->smem);
+      if (r != 0) st = cu_error(r, "cuFuncSetAttribute(max dynamic shared memory)");
+    }
+  }
+  if (!st) {
+    CUresult r = cu.MemAlloc(&c->weights, e->weights_size ? (size_t)e->weights_size : AOTC_ALIGN);
+    if (r != 0) {
+      c->weights = 0;
+      st = cu_error(r, "cuMemAlloc(weights)");
+    } else if (e->weights_size) {
+      r = cu.MemcpyHtoD(c->weights, e->weights->data, (size_t)e->weights_size);
+      if (r != 0) st = cu_error(r, "cuMemcpyHtoD(weights)");
+    }
+  }
+  CUcontext popped;
+  cu.CtxPop(&popped);
+  return st;
+}
+
+void aotc_cuda_engine_destroy(aotc_engine_t *e) {
+  struct aotc_cuda_engine_s *c = e->cuda;
+  if (!c) return;
+  if (c->ctx && cu.CtxPush(c->ctx) == 0) {
+    CUcontext popped;
+    if (c->weights) cu.MemFree(c->weights);
+    if (c->mod) cu.ModuleUnload(c->mod);
+    cu.CtxPop(&popped);
+  }
+  if (c->ctx) cu.PrimaryCtxRelease(c->dev);
+  free(c->fns);
+  free(c);
+  e->cuda = NULL;
+}
+
+aotc_status_t aotc_cuda_engine_prepare(aotc_engine_t *e) {
+  AOTC_RETURN_IF_ERROR(cu_driver());
+  aotc_status_t st = NULL;
+  pthread_mutex_lock(&e->mu);
+  if (!e->cuda) {
+    e->cuda = (struct aotc_cuda_engine_s *)calloc(1, sizeof *e->cuda);
+    if (!e->cuda) st = aotc_make_status(AOTC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    else if ((st = prepare_locked(e, e->cuda)) != NULL) aotc_cuda_engine_destroy(e);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return st;
+}
+
+aotc_status_t aotc_cuda_context_init(aotc_context_t *x) {
+  AOTC_RETURN_IF_ERROR(aotc_cuda_engine_prepare(x->engine));
+  struct aotc_cuda_engine_s *c = x->engine->cuda;
+  CU_CHECK(cu.CtxPush(c->ctx), "cuCtxPushCurrent");
+  aotc_status_t st = NULL;
+  CUstream stream = NULL;
+  CUdeviceptr arena = 0;
+  CUresult r = cu.StreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+  if (r != 0) st = cu_error(r, "cuStreamCreate");
+  else {
+    uint64_t sz = x->engine->arena_size ? x->engine->arena_size : AOTC_ALIGN;
+    r = cu.MemAlloc(&arena, (size_t)sz); /* cuMemAlloc is 256-byte aligned */
+    if (r != 0) st = cu_error(r, "cuMemAlloc(arena)");
+  }
+  x->stream = stream;
+  x->arena = (void *)(uintptr_t)arena;
+  CUcontext popped;
+  cu.CtxPop(&popped);
+  return st;
+}
+
+void aotc_cuda_context_deinit(aotc_context_t *x) {
+  struct aotc_cuda_engine_s *c = x->engine->cuda;
+  if (!c || cu.CtxPush(c->ctx) != 0) return;
+  size_t n = (size_t)x->engine->input_count + x->engine->output_count;
+  for (size_t i = 0; x->bindings && i < n; ++i)
+    if (x->bindings[i].staging) cu.MemFree((CUdeviceptr)x->bindings[i].staging);
+  if (x->arena) cu.MemFree((CUdeviceptr)(uintptr_t)x->arena);
+  if (x->stream) cu.StreamDestroy((CUstream)x->stream);
+  CUcontext popped;
+  cu.CtxPop(&popped);
+}
+
+aotc_status_t aotc_cuda_staging_alloc(aotc_context_t *x, aotc_binding_t *b) {
+  struct aotc_cuda_engine_s *c = x->engine->cuda;
+  if (b->staging) return NULL; /* same tensor, same size: reuse */
+  CU_CHECK(cu.CtxPush(c->ctx), "cuCtxPushCurrent");
+  CUdeviceptr p = 0;
+  CUresult r = cu.MemAlloc(&p, b->size ? b->size : AOTC_ALIGN);
+  CUcontext popped;
+  cu.CtxPop(&popped);
+  if (r != 0) return cu_error(r, "cuMemAlloc(io staging)");
+  b->staging = p;
+  return NULL;
+}
+
+static aotc_status_t run_locked(aotc_context_t *x) {
+  aotc_engine_t *e = x->engine;
+  struct aotc_cuda_engine_s *c = e->cuda;
+  CUstream s = (CUstream)x->stream;
+  size_t n = (size_t)e->input_count + e->output_count;
+  for (size_t i = 0; i < e->input_count; ++i)
+    if (x->bindings[i].host && x->bindings[i].size)
+      CU_CHECK(cu.MemcpyHtoDAsync(x->bindings[i].staging, x->bindings[i].host, x->bindings[i].size, s),
+               "cuMemcpyHtoDAsync(input)");
+  for (uint32_t i = 0; i < e->launch_count; ++i) {
+    const aotc_launch_t *l = &e->launches[i];
+    for (uint32_t j = 0; j < l->arg_count; ++j) {
+      const aotc_arg_t *a = &e->args[l->arg_start + j];
+      uint64_t base;
+      switch (a->kind) {
+        case AOTC_REF_INPUT: base = (uint64_t)(uintptr_t)x->bindings[a->index].ptr; break;
+        case AOTC_REF_OUTPUT: base = (uint64_t)(uintptr_t)x->bindings[e->input_count + a->index].ptr; break;
+        case AOTC_REF_ARENA: base = (uint64_t)(uintptr_t)x->arena; break;
+        default: base = c->weights; break;
+      }
+      x->values[j] = base + a->offset;
+      x->params[j] = &x->values[j];
+    }
+    CUresult r = cu.LaunchKernel(c->fns[l->kernel], l->grid[0], l->grid[1], l->grid[2], l->block[0],
+                                 l->block[1], l->block[2], l->smem, s, x->params, NULL);
+    if (r != 0) {
+      aotc_status_t inner = cu_error(r, "cuLaunchKernel");
+      aotc_status_t st = aotc_make_status(aotc_status_code(inner), "kernel '%s' (launch %u): %s",
+                                          e->kernel_names[l->kernel], i, aotc_status_message(inner));
+      aotc_status_free(inner);
+      return st;
+    }
+  }
+  for (size_t i = e->input_count; i < n; ++i)
+    if (x->bindings[i].host && x->bindings[i].size)
+      CU_CHECK(cu.MemcpyDtoHAsync(x->bindings[i].host, x->bindings[i].staging, x->bindings[i].size, s),
+               "cuMemcpyDtoHAsync(output)");
+  CU_CHECK(cu.StreamSynchronize(s), "cuStreamSynchronize (a kernel failed)");
+  return NULL;
+}
+
+aotc_status_t aotc_cuda_context_run(aotc_context_t *x) {
+  CU_CHECK(cu.CtxPush(x->engine->cuda->ctx), "cuCtxPushCurrent");
+  aotc_status_t st = run_locked(x);
+  CUcontext popped;
+  cu.CtxPop(&popped);
+  return st;
+}

@@ -1,0 +1,282 @@
+"""ctypes binding of the C runtime (aotc_runtime.h): load and run engines from Python.
+
+Serving needs only this module, numpy and the runtime library. The library
+is found, in order: $AOTC_RUNTIME_LIB; `_aotc_runtime*.so` next to this file
+(built by `pip install`, see setup.py) unless the C sources beside it are
+newer; else it is compiled once with `cc` (or $CC) into the cache directory
+($AOTC_CACHE_DIR, else $XDG_CACHE_HOME/aotc, else ~/.cache/aotc), keyed by a
+hash of the sources.
+
+Threads: an Engine may be shared; use one Context per thread (a Context
+also serializes its own runs with a lock). ctypes releases the GIL while the
+runtime runs, so contexts on several threads run in parallel.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import hashlib
+import os
+import subprocess
+import threading
+
+import numpy as np
+
+from aotc.errors import EngineFormatError, InputError, RuntimeFailure
+from aotc.package.plan import DTYPE_CODES, TensorSpec
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SRC = os.path.join(_HERE, "runtime")
+_SOURCES = ["status.c", "engine.c", "context.c", "device_cpu.c", "device_cuda.c"]
+_HEADERS = ["aotc_runtime.h", "aotc_internal.h"]
+_MAX_RANK = 8
+_DEVICES = {"cpu": 0, "cuda": 1}
+_DTYPE_NAMES = {v: k for k, v in DTYPE_CODES.items()}
+_CODES = ["OK", "INVALID_ARGUMENT", "NOT_FOUND", "DATA_LOSS", "UNIMPLEMENTED", "UNAVAILABLE",
+          "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED", "INTERNAL"]
+
+
+class _TensorInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_uint32),
+                ("dims", ctypes.c_uint64 * _MAX_RANK), ("byte_size", ctypes.c_uint64)]
+
+
+def cache_dir() -> str:
+    base = os.environ.get("AOTC_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "aotc")
+    return base
+
+
+def _build_cached() -> str:
+    """Compile the runtime with cc into the cache directory (once per source hash)."""
+    paths = [os.path.join(_SRC, f) for f in _SOURCES + _HEADERS]
+    h = hashlib.sha256()
+    for p in paths:
+        with open(p, "rb") as f:
+            h.update(f.read())
+    cc = os.environ.get("CC", "cc")
+    h.update(cc.encode())
+    out_dir = os.path.join(cache_dir(), f"runtime-{h.hexdigest()[:16]}")
+    lib = os.path.join(out_dir, "libaotc_runtime.so")
+    if os.path.exists(lib):
+        return lib
+    os.makedirs(out_dir, exist_ok=True)
+    tmp = os.path.join(out_dir, f".build-{os.getpid()}-{threading.get_ident()}.so")
+    cmd = [cc, "-std=c99", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
+           *[os.path.join(_SRC, f) for f in _SOURCES], "-o", tmp, "-ldl", "-lpthread"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise RuntimeFailure(f"aotc runtime library not built and cannot run '{cc}': {e}") from None
+    if proc.returncode != 0:
+        raise RuntimeFailure(f"building the aotc runtime with '{cc}' failed (exit {proc.returncode})",
+                             log=proc.stdout + proc.stderr)
+    os.replace(tmp, lib)
+    return lib
+
+
+def library_path() -> str:
+    """Path of the runtime shared library, building it into the cache if needed."""
+    env = os.environ.get("AOTC_RUNTIME_LIB")
+    if env:
+        return env
+    built = sorted(glob.glob(os.path.join(_HERE, "_aotc_runtime*.so")))
+    if not built:
+        return _build_cached()
+    # In a source checkout (editable install), C edits newer than the built
+    # library win; an installed package (no setup.py above it) uses its build.
+    checkout = os.path.exists(os.path.join(_HERE, "..", "..", "setup.py"))
+    src_mtime = max((os.path.getmtime(os.path.join(_SRC, f))
+                     for f in _SOURCES + _HEADERS if os.path.exists(os.path.join(_SRC, f))),
+                    default=0.0)
+    if checkout and os.path.getmtime(built[0]) < src_mtime:
+        try:
+            return _build_cached()
+        except RuntimeFailure:
+            pass
+    return built[0]
+
+
+_lib = None
+_lib_lock = threading.Lock()
+
+
+def _load() -> ctypes.CDLL:
+    global _lib
+    with _lib_lock:
+        if _lib is not None:
+            return _lib
+        lib = ctypes.CDLL(library_path())
+        P, S, I, U64 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_uint64
+        st = ctypes.c_void_p  # aotc_status_t
+        for name, res, args in [
+            ("aotc_status_code", I, [st]), ("aotc_status_message", ctypes.c_char_p, [st]),
+            ("aotc_status_free", None, [st]),
+            ("aotc_engine_load_from_file", st, [ctypes.c_char_p, P, ctypes.POINTER(P)]),
+            ("aotc_engine_load_from_memory", st, [ctypes.c_char_p, S, P, ctypes.POINTER(P)]),
+            ("aotc_engine_release", None, [P]),
+            ("aotc_engine_input_count", S, [P]), ("aotc_engine_output_count", S, [P]),
+            ("aotc_engine_input_info", st, [P, S, ctypes.POINTER(_TensorInfo)]),
+            ("aotc_engine_output_info", st, [P, S, ctypes.POINTER(_TensorInfo)]),
+            ("aotc_engine_arena_size", U64, [P]),
+            ("aotc_engine_check", st, [ctypes.c_char_p, S, I, ctypes.c_char_p, S]),
+            ("aotc_context_create", st, [P, I, ctypes.POINTER(P)]),
+            ("aotc_context_release", None, [P]),
+            ("aotc_context_bind_host_input", st, [P, ctypes.c_char_p, P, S]),
+            ("aotc_context_bind_host_output", st, [P, ctypes.c_char_p, P, S]),
+            ("aotc_context_run", st, [P]),
+            ("aotc_runtime_version", ctypes.c_char_p, []),
+        ]:
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = res, args
+        _lib = lib
+        return lib
+
+
+def _take_status(status) -> tuple[str, str] | None:
+    """(code name, message) of an error status, freeing it; None when OK."""
+    if not status:
+        return None
+    lib = _load()
+    code = lib.aotc_status_code(status)
+    msg = lib.aotc_status_message(status).decode("utf-8", "replace")
+    lib.aotc_status_free(status)
+    return (_CODES[code] if 0 <= code < len(_CODES) else str(code)), msg
+
+
+def _check(status, loading: bool = False) -> None:
+    err = _take_status(status)
+    if err is None:
+        return
+    code, msg = err
+    cls = EngineFormatError if loading and code in ("DATA_LOSS", "UNIMPLEMENTED") else RuntimeFailure
+    exc = cls(msg)
+    exc.code = code
+    raise exc
+
+
+def _np_dtype(name: str) -> np.dtype:
+    if name == "bf16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype({"f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32,
+                     "i8": np.int8, "u8": np.uint8, "bool": np.bool_}[name])
+
+
+def _device_code(device: str) -> int:
+    if device not in _DEVICES:
+        raise RuntimeFailure(f"unknown device {device!r}: use 'cpu' or 'cuda'")
+    return _DEVICES[device]
+
+
+class Engine:
+    """A loaded engine: from a path or from the engine bytes (copied)."""
+
+    def __init__(self, path_or_bytes):
+        lib = _load()
+        self._lib = lib
+        self._ptr = None
+        out = ctypes.c_void_p()
+        if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+            data = bytes(path_or_bytes)
+            _check(lib.aotc_engine_load_from_memory(data, len(data), None, ctypes.byref(out)), True)
+        else:
+            path = os.fsencode(os.fspath(path_or_bytes))
+            _check(lib.aotc_engine_load_from_file(path, None, ctypes.byref(out)), True)
+        self._ptr = out.value
+        self.inputs = [self._info(lib.aotc_engine_input_info, i)
+                       for i in range(lib.aotc_engine_input_count(self._ptr))]
+        self.outputs = [self._info(lib.aotc_engine_output_info, i)
+                        for i in range(lib.aotc_engine_output_count(self._ptr))]
+        self.arena_size = int(lib.aotc_engine_arena_size(self._ptr))
+
+    def _info(self, fn, i: int) -> TensorSpec:
+        info = _TensorInfo()
+        _check(fn(self._ptr, i, ctypes.byref(info)))
+        return TensorSpec(info.name.decode("utf-8", "replace"), _DTYPE_NAMES[info.dtype],
+                          tuple(int(info.dims[r]) for r in range(info.rank)))
+
+    def create_context(self, device: str = "cpu") -> "Context":
+        return Context(self, device)
+
+    def __del__(self):
+        if getattr(self, "_ptr", None):
+            self._lib.aotc_engine_release(self._ptr)
+            self._ptr = None
+
+
+class Context:
+    """One execution context (own activation arena); use one per thread."""
+
+    def __init__(self, engine: Engine, device: str = "cpu"):
+        self.engine = engine
+        self.device = device
+        self._lib = engine._lib
+        self._ptr = None
+        self._lock = threading.Lock()
+        out = ctypes.c_void_p()
+        _check(self._lib.aotc_context_create(engine._ptr, _device_code(device), ctypes.byref(out)))
+        self._ptr = out.value
+
+    def _validate(self, inputs: dict) -> dict[str, np.ndarray]:
+        expected = {t.name: t for t in self.engine.inputs}
+        unknown = [k for k in inputs if k not in expected]
+        missing = [k for k in expected if k not in inputs]
+        if unknown or missing:
+            parts = ([f"unknown input(s) {', '.join(map(repr, unknown))}"] if unknown else []) + \
+                    ([f"missing input(s) {', '.join(map(repr, missing))}"] if missing else [])
+            raise InputError(f"{'; '.join(parts)}; the engine takes "
+                             f"{', '.join(f'{t.name!r}' for t in self.engine.inputs) or 'no inputs'}")
+        arrays = {}
+        for name, spec in expected.items():
+            arr = np.asarray(inputs[name])
+            want = _np_dtype(spec.dtype)
+            if arr.dtype != want or tuple(arr.shape) != spec.shape:
+                raise InputError(f"input {name!r}: expected {spec.dtype} {list(spec.shape)}, "
+                                 f"got {arr.dtype} {list(arr.shape)}")
+            arrays[name] = np.ascontiguousarray(arr)
+        return arrays
+
+    def run(self, inputs: dict) -> dict[str, np.ndarray]:
+        """Run once on the given arrays; returns new output arrays by name."""
+        arrays = self._validate(inputs)
+        outputs = {t.name: np.empty(t.shape, _np_dtype(t.dtype)) for t in self.engine.outputs}
+        lib = self._lib
+        with self._lock:
+            if not self._ptr:
+                raise RuntimeFailure("context is closed")
+            for name, arr in arrays.items():
+                _check(lib.aotc_context_bind_host_input(self._ptr, name.encode(),
+                                                        arr.ctypes.data, arr.nbytes))
+            for name, arr in outputs.items():
+                _check(lib.aotc_context_bind_host_output(self._ptr, name.encode(),
+                                                         arr.ctypes.data, arr.nbytes))
+            _check(lib.aotc_context_run(self._ptr))
+        return outputs
+
+    def close(self) -> None:
+        with self._lock:
+            if self._ptr:
+                self._lib.aotc_context_release(self._ptr)
+                self._ptr = None
+
+    def __del__(self):
+        if getattr(self, "_ptr", None):
+            self._lib.aotc_context_release(self._ptr)
+            self._ptr = None
+
+
+def check_engine(data, device: str = "cpu") -> tuple[bool, str]:
+    """Can this runtime run the engine (bytes or path) on `device` here, and why (not)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        with open(data, "rb") as f:
+            data = f.read()
+    data = bytes(data)
+    lib = _load()
+    why = ctypes.create_string_buffer(512)
+    err = _take_status(lib.aotc_engine_check(data, len(data), _device_code(device), why, len(why)))
+    return err is None, why.value.decode("utf-8", "replace")
+
+
+def runtime_version() -> str:
+    return _load().aotc_runtime_version().decode()

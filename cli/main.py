@@ -1,0 +1,208 @@
+"""The `aotc` command: compile, run, inspect, demo.
+
+Habits from trtexec and iree-compile: one-screen summaries, progress on long
+stages (stderr), one-line errors with a non-zero exit, `--json` where tools
+read the output, `--debug` for a traceback. Heavy imports (onnx, NVRTC)
+happen inside the commands so `aotc --help` starts fast.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+
+import click
+
+from aotc import __version__
+
+
+def _fail(message: str, code: int = 1):
+    click.echo(f"aotc: error: {message}", err=True)
+    sys.exit(code)
+
+
+def handle_errors(fn):
+    """Turn every exception into one line and exit 1 (traceback with --debug)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        ctx = click.get_current_context()
+        debug = (ctx.find_root().params or {}).get("debug", False)
+        try:
+            return fn(*args, **kwargs)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as e:  # noqa: BLE001 - the CLI boundary
+            if debug:
+                raise
+            from aotc.errors import AotcError
+            if isinstance(e, AotcError):
+                _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+            _fail(f"internal error ({type(e).__name__}): {str(e).splitlines()[0] if str(e) else ''} "
+                  f"(rerun with --debug for a traceback)")
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="aotc")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks on errors.")
+def main(debug):
+    """aotc: compile ONNX models into standalone engines and run them."""
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+@main.command("compile")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Engine file to write.")
+@click.option("--arch", default="sm_80,sm_90",
+              help="Comma-separated targets: sm_XX cubins, compute_XX PTX (default: sm_80,sm_90 + PTX for the newest).")
+@click.option("--no-host", is_flag=True, help="Skip the host build (the engine then cannot run on the cpu device).")
+@click.option("--dump-passes", type=click.Path(file_okay=False), default=None, help="Dump the graph after every pass here.")
+@click.option("--disable-pass", multiple=True, help="Disable a graph pass by name (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
+@handle_errors
+def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, as_json, quiet):
+    """Compile MODEL (.onnx) into one engine file."""
+    import os
+
+    from aotc.compiler import compile as aotc_compile
+
+    def progress(msg):
+        if not quiet and not as_json:
+            click.echo(f"  .. {msg}", err=True)
+
+    t0 = time.perf_counter()
+    result = aotc_compile(model, output, arch=arch, host=not no_host, dump_dir=dump_passes,
+                          disabled=disable_pass, progress=progress)
+    s = result.summary()
+    s["engine"] = output
+    s["engine_bytes"] = os.path.getsize(output)
+    s["total_seconds"] = round(time.perf_counter() - t0, 3)
+    if as_json:
+        click.echo(json.dumps(s, indent=2))
+        return
+    p = result.plan
+    click.echo(f"aotc {__version__}: compiled {model} -> {output}")
+    click.echo(f"  graph      {s['nodes_imported']} ops imported, {s['nodes_optimized']} after passes")
+    click.echo(f"  kernels    {s['regions']} regions, {s['kernels_launched']} launches, "
+               f"{s['kernels_distinct']} distinct kernels")
+    kinds: dict[str, int] = {}
+    for r in result.regions:
+        kinds[r.kind] = kinds.get(r.kind, 0) + 1
+    click.echo("             " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+    click.echo(f"  memory     arena {_human(p.arena_size)} (lower bound {_human(result.arena_lower_bound)}), "
+               f"weights {_human(len(p.weights))}")
+    modelled_bytes = sum(launch.bytes for launch in p.launches)
+    modelled_flops = sum(launch.flops for launch in p.launches)
+    click.echo(f"  modelled   {_human(modelled_bytes)} moved, {modelled_flops / 1e6:.2f} MFLOP per inference")
+    targets = sorted(p.cubins) + ([f"PTX {p.ptx_arch}"] if p.ptx_arch else []) + (["host"] if p.host_lib else [])
+    click.echo(f"  targets    {', '.join(targets) or 'none'}")
+    click.echo(f"  engine     {_human(s['engine_bytes'])}")
+    click.echo("  time       " + ", ".join(f"{k} {v:.2f}s" for k, v in s["stage_seconds"].items())
+               + f" (total {s['total_seconds']:.2f}s)")
+
+
+def _random_inputs(specs, seed=0):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    out = {}
+    for spec in specs:
+        from aotc.ir import dtypes
+        dt = dtypes.from_name(spec.dtype)
+        if dt.is_float:
+            a = rng.standard_normal(spec.shape).astype(dt.np)
+        elif dt.name == "bool":
+            a = rng.random(spec.shape) < 0.5
+        else:
+            a = rng.integers(0, 8, spec.shape).astype(dt.np)
+        out[spec.name] = a
+    return out
+
+
+def _load_inputs(path, specs):
+    import numpy as np
+
+    from aotc.errors import InputError
+    try:
+        data = np.load(path, allow_pickle=False)
+    except Exception as e:  # noqa: BLE001
+        raise InputError(f"cannot read inputs from {path}: {e}") from None
+    names = [s.name for s in specs]
+    missing = [n for n in names if n not in data]
+    if missing:
+        raise InputError(f"{path} lacks input(s) {missing}; the engine's inputs are {names}")
+    return {n: data[n] for n in names}
+
+
+@main.command("run")
+@click.argument("engine", type=click.Path(exists=True, dir_okay=False))
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--inputs", "inputs_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help=".npz with one array per input name (random inputs when omitted).")
+@click.option("--outputs", "outputs_path", type=click.Path(dir_okay=False), default=None,
+              help="Write outputs to this .npz, keyed by output name.")
+@click.option("--seed", default=0, show_default=True, help="Seed for random inputs.")
+@click.option("--iterations", default=1, show_default=True, help="Run this many times; report the median time.")
+@handle_errors
+def run_cmd(engine, device, inputs_path, outputs_path, seed, iterations):
+    """Run ENGINE once on DEVICE and print its outputs' shapes and statistics."""
+    import numpy as np
+
+    from aotc.package.runtime_binding import Engine
+    eng = Engine(engine)
+    inputs = _load_inputs(inputs_path, eng.inputs) if inputs_path else _random_inputs(eng.inputs, seed)
+    ctx = eng.create_context(device=device)
+    times = []
+    for _ in range(max(1, iterations)):
+        t0 = time.perf_counter()
+        outputs = ctx.run(inputs)
+        times.append(time.perf_counter() - t0)
+    click.echo(f"ran {engine} on {device}: {len(outputs)} output(s), median {np.median(times) * 1e3:.2f} ms "
+               f"over {len(times)} run(s)")
+    for name, a in outputs.items():
+        af = a.astype(np.float64) if a.size else a
+        stats = f"min {af.min():.6g} max {af.max():.6g} mean {af.mean():.6g}" if a.size else "empty"
+        click.echo(f"  {name}: {a.dtype}{list(a.shape)}  {stats}")
+    if outputs_path:
+        np.savez(outputs_path, **outputs)
+        click.echo(f"  outputs written to {outputs_path}")
+
+
+@main.command("inspect")
+@click.argument("engine", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object for tools.")
+@handle_errors
+def inspect_cmd(engine, as_json):
+    """Show ENGINE's inputs, outputs, kernels, memory and architectures."""
+    from aotc.package.inspect import describe_engine, format_description
+    with open(engine, "rb") as f:
+        data = f.read()
+    info = describe_engine(data)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+    else:
+        click.echo(format_description(info, engine))
+
+
+@main.command("demo")
+@click.option("--keep", type=click.Path(dir_okay=False), default=None, help="Keep the engine at this path.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@handle_errors
+def demo_cmd(keep, device):
+    """Build a small built-in model, compile it, run the engine and check it."""
+    from aotc.demo import run_demo
+    ok = run_demo(keep=keep, device=device, echo=click.echo)
+    if not ok:
+        _fail("demo: engine outputs do not match the reference")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Builds the aotc C runtime as a plain shared library, aotc/package/_aotc_runtime.so.
+
+Package metadata lives in pyproject.toml; this file only adds the runtime.
+It is an ordinary C shared library (C99, libc + dlopen + pthreads), not a
+Python extension module: the Python side loads it with ctypes
+(aotc/package/runtime_binding.py), so it has no Python C API dependency and
+is the very library a C serving process links against.
+"""
+import os
+import sysconfig
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+RUNTIME = "aotc/package/runtime"
+SOURCES = ["status.c", "engine.c", "context.c", "device_cpu.c", "device_cuda.c"]
+
+
+class build_runtime(build_ext):
+    """build_ext that names the runtime `_aotc_runtime.so` and exports no PyInit_."""
+
+    def get_ext_filename(self, fullname):
+        name = super().get_ext_filename(fullname)
+        if fullname.split(".")[-1] == "_aotc_runtime":
+            suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+            if name.endswith(suffix):
+                name = name[: -len(suffix)] + ".so"
+        return name
+
+    def get_export_symbols(self, ext):
+        return []  # visibility("default") in aotc_runtime.h marks the API
+
+
+runtime = Extension(
+    "aotc.package._aotc_runtime",
+    sources=[f"{RUNTIME}/{s}" for s in SOURCES],
+    depends=[f"{RUNTIME}/aotc_runtime.h", f"{RUNTIME}/aotc_internal.h"],
+    include_dirs=[RUNTIME],
+    extra_compile_args=["-std=c99", "-O2", "-fvisibility=hidden"],
+    libraries=["dl", "pthread"],
+)
+
+setup(ext_modules=[runtime] if os.name == "posix" else [], cmdclass={"build_ext": build_runtime})

@@ -1,0 +1,108 @@
+"""Fusion decisions, asserted by counts, plus the partition checker."""
+import numpy as np
+import pytest
+
+from aotc.errors import VerifyError
+from aotc.fusion.regions import Region, check_partition, partition
+from aotc.ir.graph import GraphBuilder
+
+
+def kinds(regions):
+    return [r.kind for r in regions]
+
+
+def test_elementwise_chain_is_one_loop():
+    b = GraphBuilder()
+    x = b.input("x", (4, 8))
+    y = b.add("tanh", b.add("exp", b.add("neg", x)))
+    g = b.build([b.add("mul", y, x)])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["loop"] and len(regions[0].nodes) == 4
+
+
+def test_gemm_absorbs_bias_and_activation_epilogue():
+    b = GraphBuilder()
+    x = b.input("x", (4, 8))
+    w = b.constant(np.ones((8, 5), np.float32))
+    bias = b.constant(np.ones(5, np.float32))
+    d = b.add("dot_general", x, w, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
+    out = b.add("tanh", b.add("add", d, b.add("broadcast_in_dim", bias, shape=(4, 5), broadcast_dimensions=(1,))))
+    g = b.build([out])
+    regions = partition(g)
+    assert kinds(regions) == ["dot"]
+    assert [n.op for n in regions[0].epilogue] == ["add", "tanh"]
+
+
+def test_anchor_used_twice_is_not_an_epilogue():
+    b = GraphBuilder()
+    x = b.input("x", (4, 8))
+    r = b.add("reduce", x, kind="sum", axes=(1,))
+    g = b.build([b.add("exp", r), b.add("log", r)])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["reduction", "loop", "loop"]
+    assert any("used outside the region" in why for reg in regions for why in reg.reasons)
+
+
+def test_graph_output_is_not_fused_away():
+    b = GraphBuilder()
+    x = b.input("x", (4,))
+    y = b.add("exp", x)
+    g = b.build([y, b.add("log", y)])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["loop", "loop"]
+    assert any("graph output" in why for reg in regions for why in reg.reasons)
+
+
+def test_gemm_prologue_takes_index_math_but_not_compute():
+    b = GraphBuilder()
+    x = b.input("x", (4, 8))
+    wt = b.input("wt", (5, 8))
+    w = b.add("transpose", wt, permutation=(1, 0))
+    xe = b.add("exp", x)
+    d = b.add("dot_general", xe, w, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
+    g = b.build([d])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["loop", "dot"]
+    assert {n.op for n in regions[1].nodes} == {"transpose", "dot_general"}
+
+
+def test_reduction_takes_elementwise_prologue():
+    b = GraphBuilder()
+    x = b.input("x", (4, 8))
+    r = b.add("reduce", b.add("mul", x, x), kind="sum", axes=(1,))
+    g = b.build([r])
+    regions = partition(g)
+    assert kinds(regions) == ["reduction"] and len(regions[0].nodes) == 2
+
+
+def test_shared_broadcast_is_duplicated_not_materialized():
+    b = GraphBuilder()
+    x = b.input("x", (4, 8))
+    s = b.input("s", (8,))
+    sb = b.add("broadcast_in_dim", s, shape=(4, 8), broadcast_dimensions=(1,))
+    r1 = b.add("reduce", b.add("mul", x, sb), kind="sum", axes=(1,))
+    r2 = b.add("reduce", b.add("add", x, sb), kind="max", axes=(1,))
+    g = b.build([r1, r2])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["reduction", "reduction"]
+
+
+def test_check_partition_rejects_missing_node_and_bad_order():
+    b = GraphBuilder()
+    x = b.input("x", (4,))
+    y = b.add("exp", x)
+    z = b.add("reduce", y, kind="sum", axes=(0,))
+    g = b.build([z])
+    regions = partition(g)
+    with pytest.raises(VerifyError, match="in no region"):
+        check_partition(g, [Region("loop", y, [g.nodes[0]], inputs=[x])])
+    assert len(regions) == 1
+    bad = [Region("reduction", z, [g.nodes[1]], g.nodes[1], inputs=[y]),
+           Region("loop", y, [g.nodes[0]], inputs=[x])]
+    with pytest.raises(VerifyError, match="before it is computed"):
+        check_partition(g, bad)

@@ -1,0 +1,95 @@
+"""The op table: shape rules reject bad programs naming the rule; references agree with numpy."""
+import numpy as np
+import pytest
+
+from aotc.errors import VerifyError
+from aotc.ir import dtypes, ops
+from aotc.ir.graph import TensorType
+
+F = dtypes.f32
+
+
+def t(*shape, dt=F):
+    return TensorType(tuple(shape), dt)
+
+
+def test_every_op_has_a_category_and_reference():
+    for name, d in ops.OPS.items():
+        assert d.category in (ops.ELEMENTWISE, ops.INJECTIVE, ops.REDUCTION, ops.DOT, ops.CONV, ops.WINDOW,
+                              ops.SOURCE), name
+        assert callable(d.reference) and callable(d.infer)
+
+
+@pytest.mark.parametrize("op,attrs,ins,match", [
+    ("add", {}, [t(2, 3), t(3, 2)], "shapes differ"),
+    ("add", {}, [t(2), t(2, dt=dtypes.i32)], "dtypes differ"),
+    ("exp", {}, [t(2, dt=dtypes.i32)], "float"),
+    ("reshape", {"shape": (5,)}, [t(2, 3)], "cannot reshape"),
+    ("transpose", {"permutation": (0, 0)}, [t(2, 3)], "not a permutation"),
+    ("broadcast_in_dim", {"shape": (4, 3), "broadcast_dimensions": (0,)}, [t(3)], "cannot broadcast"),
+    ("slice", {"start": (0,), "limit": (5,), "stride": (1,)}, [t(3)], "out of range"),
+    ("dot_general", {"lhs_batch": (), "rhs_batch": (), "lhs_contract": (1,), "rhs_contract": (0,)},
+     [t(2, 3), t(4, 5)], "contracting dim sizes differ"),
+    ("convolution", {"strides": (1, 1), "dilations": (1, 1), "padding": ((0, 0), (0, 0)), "groups": 2},
+     [t(1, 3, 5, 5), t(4, 3, 3, 3)], "channels"),
+    ("reduce", {"kind": "sum", "axes": (2,)}, [t(2, 3)], "axes"),
+    ("compare", {"direction": "XX"}, [t(2), t(2)], "direction"),
+])
+def test_infer_rejects_with_named_rule(op, attrs, ins, match):
+    with pytest.raises(VerifyError, match=match) as e:
+        ops.infer_types(op, attrs, ins, node_name="n1")
+    assert "'n1'" in str(e.value) and op in str(e.value)
+
+
+def test_dot_general_matches_einsum():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((2, 5, 4)).astype(np.float32)
+    attrs = {"lhs_batch": (0,), "rhs_batch": (0,), "lhs_contract": (2,), "rhs_contract": (2,)}
+    (out,) = ops.reference("dot_general", attrs, a, b)
+    np.testing.assert_allclose(out, np.einsum("bik,bjk->bij", a, b), rtol=1e-5)
+    assert ops.infer_types("dot_general", attrs, [t(2, 3, 4), t(2, 5, 4)])[0].shape == (2, 3, 5)
+    assert ops.node_flops("dot_general", attrs, [t(2, 3, 4), t(2, 5, 4)], [t(2, 3, 5)]) == 2 * 2 * 3 * 5 * 4
+
+
+def test_convolution_reference_matches_direct_loops():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 4, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((2, 2, 3, 2)).astype(np.float32)
+    attrs = {"strides": (2, 1), "dilations": (1, 2), "padding": ((1, 0), (1, 1)), "groups": 2}
+    (out,) = ops.reference("convolution", attrs, x, w)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 0), (1, 1)))
+    want = np.zeros_like(out)
+    for o in range(2):
+        g = o // 1
+        for i in range(out.shape[2]):
+            for j in range(out.shape[3]):
+                patch = xp[0, g * 2:(g + 1) * 2, i * 2:i * 2 + 3, j:j + 3:2]
+                want[0, o, i, j] = (patch * w[o]).sum()
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+def test_reduce_window_max_pads_with_minus_infinity():
+    x = -np.ones((1, 1, 2, 2), np.float32)
+    attrs = {"kind": "max", "window": (1, 1, 2, 2), "strides": (1, 1, 1, 1),
+             "padding": ((0, 0), (0, 0), (1, 0), (1, 0)), "dilations": (1, 1, 1, 1)}
+    (out,) = ops.reference("reduce_window", attrs, x)
+    assert out.shape == (1, 1, 2, 2) and (out == -1).all()
+
+
+def test_integer_division_truncates_and_divides_by_zero_to_zero():
+    (q,) = ops.reference("div", {}, np.array([7, -7, 5], np.int32), np.array([2, 2, 0], np.int32))
+    assert q.tolist() == [3, -3, 0]
+
+
+def test_gather_negative_indices_and_range_check():
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    (out,) = ops.reference("gather", {"axis": 1}, data, np.array([-1, 0], np.int64))
+    assert out.tolist() == [[3, 0], [7, 4], [11, 8]]
+    with pytest.raises(IndexError):
+        ops.reference("gather", {"axis": 0}, data, np.array([3], np.int64))
+
+
+def test_costs():
+    assert ops.node_bytes([t(4, 4)], [t(4, 4)]) == 128
+    attrs = {"kind": "sum", "axes": (1,)}
+    assert ops.node_flops("reduce", attrs, [t(4, 8)], [t(4)]) == 32

@@ -1,0 +1,165 @@
+"""Every kernel family, generated and run on the host emulation, against the interpreter.
+
+Shapes break the tiles (3, 50, 783 on some axis); outputs are poisoned with NaN
+so an unwritten element fails; inputs are fresh random draws (seed in the
+message; set AOTC_TEST_SEED to replay).
+"""
+import numpy as np
+import pytest
+
+from aotc.fusion.regions import partition
+from aotc.ir.graph import GraphBuilder
+from aotc.ir.interpreter import interpret
+from tests.helpers.host_run import run_on_host
+from tests.helpers.rng import fresh_rng, random_array
+
+
+def check(graph, inputs, seed, rtol=1e-5, atol=1e-5, kinds=None):
+    want = interpret(graph, inputs)
+    got, kernels = run_on_host(graph, inputs)
+    if kinds is not None:
+        assert sorted(k.region.kind for k in kernels) == sorted(kinds)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape and g.dtype == w.dtype, f"output {i}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
+        if g.dtype.kind == "f":
+            assert np.isfinite(g).all() == np.isfinite(w).all(), f"output {i}: unwritten or non-finite (seed {seed})"
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"output {i}, seed {seed}")
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"output {i}, seed {seed}")
+    return kernels
+
+
+def test_loop_elementwise_and_index_math():
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (3, 50, 7))
+    y = b.input("y", (7, 50))
+    idx = b.input("idx", (4,), "i64")
+    yt = b.add("transpose", y, permutation=(1, 0))                       # (50, 7)
+    yb = b.add("broadcast_in_dim", yt, shape=(3, 50, 7), broadcast_dimensions=(1, 2))
+    s = b.add("logistic", b.add("mul", x, yb))
+    e = b.add("erf", b.add("sub", s, b.add("tanh", x)))
+    big = b.add("compare", e, b.add("abs", yb), direction="GT")
+    sel = b.add("select", big, e, b.add("exp", b.add("neg", x)))
+    r = b.add("reshape", sel, shape=(150, 7))
+    sl = b.add("slice", r, start=(3, 1), limit=(150, 7), stride=(4, 2))    # (37, 3)
+    pv = b.constant(np.float32(-2.5))
+    pd = b.add("pad", sl, pv, low=(1, 0), high=(2, 3))                     # (40, 6)
+    io = b.add("convert", b.add("iota", shape=(40, 6), dimension=0, dtype="i32"), dtype="f32")
+    cat = b.add("concatenate", b.add("add", pd, io), pd, dimension=1)      # (40, 12)
+    g = b.add("gather", x, idx, axis=1)                                     # (3, 4, 7)
+    graph = b.build([cat, g])
+    inputs = [random_array(rng, (3, 50, 7)), random_array(rng, (7, 50)),
+              rng.integers(-50, 50, (4,)).astype(np.int64)]
+    check(graph, inputs, seed, kinds=["loop", "loop"])
+
+
+@pytest.mark.parametrize("dtype", ["i32", "i64"])
+def test_loop_integer_ops(dtype):
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (783,), dtype)
+    y = b.input("y", (783,), dtype)
+    q = b.add("div", x, y)
+    r = b.add("rem", x, y)
+    m = b.add("max", b.add("min", q, r), b.add("neg", y))
+    f = b.add("convert", m, dtype="f32")
+    graph = b.build([q, r, m, f])
+    np_dt = np.int32 if dtype == "i32" else np.int64
+    check(graph, [random_array(rng, (783,), np_dt), random_array(rng, (783,), np_dt, 1, 9)], seed)
+
+
+@pytest.mark.parametrize("shape,axes,kind", [
+    ((4, 783), (1,), "sum"),
+    ((50, 3), (1,), "max"),
+    ((3, 50, 4), (0, 2), "min"),
+    ((2, 4096), (1,), "sum"),
+    ((5, 6, 7), (0, 1, 2), "sum"),
+    ((3, 5), (0,), "prod"),
+])
+def test_reduction(shape, axes, kind):
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", shape)
+    pre = b.add("exp", b.add("mul", x, x)) if kind != "prod" else x       # prologue
+    r = b.add("reduce", pre, kind=kind, axes=axes)
+    out = b.add("sqrt", b.add("abs", r))                                   # epilogue
+    graph = b.build([out])
+    low, high = (0.5, 1.5) if kind == "prod" else (-1, 1)
+    check(graph, [random_array(rng, shape, low=low, high=high)], seed, rtol=2e-5, kinds=["reduction"])
+
+
+@pytest.mark.parametrize("m,n,k,batch", [(3, 50, 783, ()), (50, 3, 17, (2,)), (33, 47, 64, (2, 3)), (1, 1, 1, ())])
+def test_dot_with_prologue_and_epilogue(m, n, k, batch):
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    a = b.input("a", batch + (m, k))
+    wt = b.input("wt", batch + (n, k))                  # transposed operand: folded into the load
+    bias = b.input("bias", (n,))
+    nb = len(batch)
+    w = b.add("transpose", wt, permutation=tuple(range(nb)) + (nb + 1, nb))
+    d = b.add("dot_general", a, w, lhs_batch=tuple(range(nb)), rhs_batch=tuple(range(nb)),
+              lhs_contract=(nb + 1,), rhs_contract=(nb,))
+    bb = b.add("broadcast_in_dim", bias, shape=d.shape, broadcast_dimensions=(len(d.shape) - 1,))
+    out = b.add("tanh", b.add("add", d, bb))
+    graph = b.build([out])
+    check(graph, [random_array(rng, batch + (m, k)), random_array(rng, batch + (n, k)), random_array(rng, (n,))],
+          seed, rtol=1e-4, atol=1e-5, kinds=["dot"])
+
+
+@pytest.mark.parametrize("xshape,wshape,strides,pads,dil,groups", [
+    ((2, 3, 9, 11), (4, 3, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),
+    ((1, 4, 10, 7), (6, 2, 3, 2), (2, 1), ((0, 1), (2, 0)), (2, 1), 2),
+    ((1, 6, 8, 8), (6, 1, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 6),     # depthwise
+    ((2, 3, 50), (5, 3, 4), (3,), ((2, 1),), (1,), 1),                        # 1-D
+    ((1, 2, 4, 5, 3), (3, 2, 2, 2, 2), (1, 1, 1), ((1, 0), (0, 1), (1, 1)), (1, 1, 1), 1),  # 3-D
+])
+def test_conv_with_epilogue(xshape, wshape, strides, pads, dil, groups):
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", xshape)
+    w = b.constant(random_array(rng, wshape), "w")
+    bias = b.constant(random_array(rng, (wshape[0],)), "b")
+    c = b.add("convolution", x, w, strides=strides, padding=pads, dilations=dil, groups=groups)
+    bb = b.add("broadcast_in_dim", bias, shape=c.shape, broadcast_dimensions=(1,))
+    zero = b.add("broadcast_in_dim", b.constant(np.float32(0)), shape=c.shape, broadcast_dimensions=())
+    out = b.add("max", b.add("add", c, bb), zero)
+    graph = b.build([out])
+    check(graph, [random_array(rng, xshape)], seed, rtol=1e-4, atol=1e-5, kinds=["conv"])
+
+
+@pytest.mark.parametrize("kind,window,strides,pads", [
+    ("max", (1, 1, 3, 3), (1, 1, 2, 2), ((0, 0), (0, 0), (1, 1), (1, 1))),
+    ("sum", (1, 1, 2, 3), (1, 1, 2, 1), ((0, 0), (0, 0), (0, 1), (1, 0))),
+    ("max", (1, 1, 50, 3), (1, 1, 1, 1), ((0, 0),) * 4),
+])
+def test_window(kind, window, strides, pads):
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 50, 9))
+    pre = b.add("exp", x)
+    r = b.add("reduce_window", pre, kind=kind, window=window, strides=strides, padding=pads, dilations=(1,) * 4)
+    out = b.add("log", r)
+    graph = b.build([out])
+    check(graph, [random_array(rng, (2, 3, 50, 9))], seed, rtol=1e-5, kinds=["window"])
+
+
+def test_copies_for_inputs_constants_and_repeated_outputs():
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (3, 5))
+    c = b.constant(random_array(rng, (2, 2)), "c")
+    y = b.add("exp", x)
+    graph = b.build([x, c, y, y])
+    kernels = check(graph, [random_array(rng, (3, 5))], seed)
+    assert len(kernels) == 4       # exp, then copies for the input, the constant and the repeat
+
+
+def test_f16_storage_computes_in_f32():
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (50, 3), "f16")
+    y = b.add("convert", b.add("tanh", x), dtype="f32")
+    s = b.add("reduce", x, kind="sum", axes=(1,))
+    graph = b.build([y, s])
+    check(graph, [random_array(rng, (50, 3), np.float16)], seed, rtol=2e-3, atol=2e-3)

@@ -1,0 +1,67 @@
+"""NVRTC turns the kernels the host tests run into real GPU code, no GPU needed."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from aotc.errors import CompileError
+from aotc.kernels.nvrtc_compile import compile_device, compile_device_nvcc, find_nvcc, nvrtc_version
+
+from .kernel_sources import DEADLOCK_SOURCE, SOURCE
+
+EM_CUDA = 190
+
+
+def elf_machine_and_arch(blob: bytes) -> tuple[int, int]:
+    assert blob[:4] == b"\x7fELF" and blob[4] == 2, "not a 64-bit ELF"
+    e_machine = struct.unpack_from("<H", blob, 18)[0]
+    e_flags = struct.unpack_from("<I", blob, 48)[0]
+    return e_machine, (e_flags >> 8) & 0xFF
+
+
+def test_nvrtc_version():
+    major, minor = nvrtc_version()
+    assert major >= 12 and minor >= 0
+
+
+@pytest.mark.parametrize("arch", [80, 90])
+@pytest.mark.parametrize("source", [SOURCE, DEADLOCK_SOURCE], ids=["kernels", "stuck"])
+def test_cubin_per_arch(source, arch):
+    cubin = compile_device(source, f"sm_{arch}")
+    assert elf_machine_and_arch(cubin) == (EM_CUDA, arch)
+    assert b"softmax_rows" in cubin or source is DEADLOCK_SOURCE
+
+
+def test_ptx_for_compute_90():
+    ptx = compile_device(SOURCE, "compute_90")
+    text = ptx.decode()
+    assert text.lstrip().startswith("//") and "\n.version " in text
+    assert ".target sm_90" in text
+    assert ".entry ew_gelu_f32" in text and ".entry transpose" in text
+    assert not ptx.endswith(b"\0")
+
+
+def test_fast_math_is_an_option():
+    fast = compile_device(SOURCE, "compute_90").decode()
+    exact = compile_device(SOURCE, "compute_90", fast_math=False).decode()
+    assert "ex2.approx.ftz.f32" in fast and fast != exact
+
+
+def test_syntax_error_raises_with_log():
+    with pytest.raises(CompileError) as info:
+        compile_device('#include "aotc_prelude.cuh"\n__global__ void k(float *y) { y[0] = ; }\n', "sm_90")
+    assert "\n" not in str(info.value) and "sm_90" in str(info.value)
+    assert "expected an expression" in info.value.log
+
+
+def test_bad_target():
+    with pytest.raises(CompileError, match="bad GPU target"):
+        compile_device(SOURCE, "hopper")
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="no nvcc on this machine")
+def test_nvcc_cross_check():
+    cubin = compile_device_nvcc(SOURCE, "sm_90")
+    assert elf_machine_and_arch(cubin) == (EM_CUDA, 90)
+    assert elf_machine_and_arch(compile_device(SOURCE, "sm_90")) == (EM_CUDA, 90)
