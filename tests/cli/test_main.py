@@ -1,0 +1,127 @@
+"""The `aotc` command end to end: compile, run, inspect, demo, and one-line errors."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper
+
+from cli.main import main
+from tests.e2e.models import mlp
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    model, feeds = mlp()
+    d = tmp_path_factory.mktemp("cli")
+    path = d / "mlp.onnx"
+    onnx.save(model, path)
+    np.savez(d / "in.npz", **feeds)
+    return path
+
+
+@pytest.fixture(scope="module")
+def engine_path(model_path):
+    out = model_path.with_suffix(".engine")
+    res = CliRunner().invoke(main, ["compile", str(model_path), "-o", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    assert "kernels" in res.output and "arena" in res.output and "sm_80" in res.output
+    return out
+
+
+def test_compile_json_summary(model_path, tmp_path):
+    out = tmp_path / "m.engine"
+    res = CliRunner().invoke(main, ["compile", str(model_path), "-o", str(out), "--json", "--arch", "sm_90"])
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.output)
+    assert s["archs"] == ["sm_90"] and s["ptx"] == "compute_90" and s["host_build"]
+    assert s["nodes_imported"] >= s["nodes_optimized"] > 0 and s["engine_bytes"] == out.stat().st_size
+    assert set(s["stage_seconds"]) >= {"import", "passes", "fusion", "codegen", "nvrtc", "host"}
+
+
+def test_run_with_inputs_matches_onnxruntime(engine_path, model_path, tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    outs = tmp_path / "out.npz"
+    inputs = model_path.parent / "in.npz"
+    res = CliRunner().invoke(main, ["run", str(engine_path), "--inputs", str(inputs), "--outputs", str(outs)])
+    assert res.exit_code == 0, res.output
+    got = np.load(outs)
+    feeds = dict(np.load(inputs))
+    want = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    name = onnx.load(model_path).graph.output[0].name
+    np.testing.assert_allclose(got[name], want[0], rtol=1e-4, atol=1e-6)
+
+
+def test_run_random_inputs(engine_path):
+    res = CliRunner().invoke(main, ["run", str(engine_path), "--iterations", "2"])
+    assert res.exit_code == 0 and "median" in res.output
+
+
+def test_inspect_json_lists_signature_kernels_and_archs(engine_path):
+    res = CliRunner().invoke(main, ["inspect", str(engine_path), "--json"])
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.output)
+    assert info["inputs"] == [{"name": "x", "dtype": "f32", "shape": [4, 32]}]
+    assert info["outputs"][0]["shape"] == [4, 10]
+    assert info["archs"] == ["sm_80", "sm_90"] and info["kernels"]
+    assert all(k["bytes"] > 0 and k["flops"] > 0 for k in info["kernels"])
+    text = CliRunner().invoke(main, ["inspect", str(engine_path)]).output
+    assert "roofline" in text and "x: f32[4,32]" in text
+
+
+def run_cli(*args):
+    """Run the real console entry point in a subprocess (stderr and exit code as a user sees them)."""
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True)
+
+
+def one_line_error(proc, *words):
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.strip() and not l.startswith("  .. ")]   # progress
+    assert len(lines) == 1, proc.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_errors_are_one_line(tmp_path, engine_path):
+    one_line_error(run_cli("compile", str(tmp_path / "nope.onnx"), "-o", str(tmp_path / "x.engine")),
+                   "not found")
+    bad = tmp_path / "bad.engine"
+    data = bytearray(engine_path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    one_line_error(run_cli("run", str(bad)), "error")
+    one_line_error(run_cli("inspect", str(bad)), "error")
+    (tmp_path / "junk.onnx").write_bytes(b"not a model")
+    one_line_error(run_cli("compile", str(tmp_path / "junk.onnx"), "-o", str(tmp_path / "j.engine")), "error")
+
+
+def test_unsupported_op_is_one_line_naming_the_node(tmp_path):
+    node = helper.make_node("NonMaxSuppression", ["b", "s"], ["y"], name="nms0")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4, 4]),
+                                            helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, [4, 3])])
+    path = tmp_path / "nms.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    one_line_error(run_cli("compile", str(path), "-o", str(tmp_path / "n.engine")), "NonMaxSuppression", "nms0")
+
+
+def test_bad_input_shape_names_the_input(engine_path, tmp_path):
+    np.savez(tmp_path / "wrong.npz", x=np.zeros((3, 32), np.float32))
+    one_line_error(run_cli("run", str(engine_path), "--inputs", str(tmp_path / "wrong.npz")), "'x'")
+
+
+def test_cuda_without_driver_is_a_clean_error(engine_path):
+    proc = run_cli("run", str(engine_path), "--device", "cuda")
+    if proc.returncode == 0:
+        pytest.skip("a GPU is present")
+    one_line_error(proc, "error")
+
+
+def test_demo_runs_and_checks():
+    res = CliRunner().invoke(main, ["demo"])
+    assert res.exit_code == 0, res.output
+    assert "OK" in res.output and "MISMATCH" not in res.output
