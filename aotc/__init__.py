@@ -11,7 +11,7 @@ imports onnx, jax or NVRTC.
 """
 __version__ = "0.1.0"
 
-__all__ = ["compile", "Engine", "__version__"]
+__all__ = ["compile", "Engine", "check_engine", "__version__"]
 
 
 def __getattr__(name):
@@ -21,4 +21,7 @@ def __getattr__(name):
     if name == "Engine":
         from aotc.package.runtime_binding import Engine
         return Engine
+    if name == "check_engine":
+        from aotc.package.runtime_binding import check_engine
+        return check_engine
     raise AttributeError(f"module 'aotc' has no attribute {name!r}")

@@ -47,7 +47,16 @@ class CompileResult:
             "ptx": p.ptx_arch or None,
             "host_build": bool(p.host_lib),
             "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
+            "pass_seconds": _pass_seconds(self.pass_report),
         }
+
+
+def _pass_seconds(report) -> dict[str, float]:
+    """Seconds per graph pass name, summed over fixed-point rounds (empty without a report)."""
+    out: dict[str, float] = {}
+    for r in getattr(report, "passes", []):
+        out[r.name] = out.get(r.name, 0.0) + r.seconds
+    return {k: round(v, 4) for k, v in out.items()}
 
 
 def load_graph(model, input_shapes=None) -> Graph:
@@ -56,14 +65,31 @@ def load_graph(model, input_shapes=None) -> Graph:
         return model
     if isinstance(model, (str, os.PathLike)):
         suffix = Path(model).suffix.lower()
-        if suffix in (".mlir", ".mlirbc"):
-            raise AotcError(f"StableHLO input ({suffix}) is not supported yet; supported: .onnx")
         if not Path(model).exists():
             raise AotcError(f"model file not found: {model}")
+        if suffix in STABLEHLO_SUFFIXES or (suffix != ".onnx" and _is_stablehlo(Path(model).read_bytes())):
+            return _import_stablehlo(model, input_shapes)
+    elif isinstance(model, (bytes, bytearray, memoryview)) and _is_stablehlo(bytes(model)):
+        return _import_stablehlo(bytes(model), input_shapes)
     from aotc.importers.onnx import import_onnx
     if input_shapes:
         return import_onnx(model, input_shapes=input_shapes)
     return import_onnx(model)
+
+
+STABLEHLO_SUFFIXES = (".mlir", ".mlirbc", ".jaxexport", ".exported")
+
+
+def _is_stablehlo(data: bytes) -> bool:
+    from aotc.importers.stablehlo_mlir import looks_like_stablehlo
+    return looks_like_stablehlo(data)
+
+
+def _import_stablehlo(model, input_shapes):
+    if input_shapes:
+        raise AotcError("input_shapes applies to ONNX models; StableHLO programs have static shapes")
+    from aotc.importers.stablehlo import import_stablehlo
+    return import_stablehlo(model)
 
 
 def _parse_archs(arch) -> tuple[list[str], str]:
@@ -84,8 +110,19 @@ def _parse_archs(arch) -> tuple[list[str], str]:
 
 
 def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disabled=(),
-                  input_shapes=None, progress=None) -> CompileResult:
-    """Compile `model` into an EnginePlan (see aotc.package.plan)."""
+                  input_shapes=None, progress=None, host_lib=None, precision: str = "fp32",
+                  keep_fp32=(), layout: str = "nhwc") -> CompileResult:
+    """Compile `model` into an EnginePlan (see aotc.package.plan).
+
+    `host_lib`, if given, is a callable `(source, kernel_names) -> bytes` that
+    supplies the host build instead of compiling it here: a caller compiling
+    many models (the ONNX node suite) builds one shared library for many
+    engines and hands it in; the library may hold more kernels than named.
+
+    `precision` ('fp32', 'fp16', 'bf16'), `keep_fp32` (node names kept in f32)
+    and `layout` ('nhwc' or 'nchw' for conv stacks) configure the graph passes
+    (aotc.hlo_passes.pipeline.default_pipeline).
+    """
     from aotc.fusion.regions import check_partition, partition
     from aotc.hlo_passes.pipeline import run_pipeline
     from aotc.kernels import codegen
@@ -108,7 +145,8 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
 
     stage("passes")
     say("optimizing graph")
-    optimized, report = run_pipeline(imported, dump_dir=dump_dir, disabled=tuple(disabled))
+    optimized, report = run_pipeline(imported, dump_dir=dump_dir, disabled=tuple(disabled), layout=layout,
+                                     precision=precision, keep_fp32=tuple(keep_fp32))
     done("passes")
 
     stage("fusion")
@@ -135,12 +173,12 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
             say(f"compiling PTX for {ptx_arch}")
             ptx = compile_device(source, ptx_arch)
         done("nvrtc")
-    host_lib = b""
+    provider, host_lib = host_lib, b""
     if host:
         stage("host")
         say("building the host (cpu device) library")
         from aotc.kernels.host_compile import compile_host
-        host_lib = compile_host(source, names)
+        host_lib = (provider or compile_host)(source, names)
         done("host")
 
     stage("package")

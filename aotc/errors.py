@@ -15,7 +15,17 @@ class AotcError(Exception):
 
 
 class UnsupportedError(AotcError):
-    """An op, attribute value or dtype that aotc does not support."""
+    """An op, attribute value or dtype that aotc does not support.
+
+    The importer's pre-scan raises one for a whole model: `details` lists every
+    unsupported item (one line each) and `summary` is a short first line; the
+    CLI prints the summary and the list instead of the one long message.
+    """
+
+    def __init__(self, message: str, log: str = "", details=(), summary: str = ""):
+        super().__init__(message, log)
+        self.details = list(details)
+        self.summary = summary
 
 
 class ModelError(AotcError):

@@ -37,7 +37,8 @@ def handle_errors(fn):
                 raise
             from aotc.errors import AotcError
             if isinstance(e, AotcError):
-                _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+                _fail((getattr(e, "summary", "") or (str(e).splitlines()[0] if str(e) else type(e).__name__))
+                      + "".join(f"\n  - {d}" for d in getattr(e, "details", ())))
             _fail(f"internal error ({type(e).__name__}): {str(e).splitlines()[0] if str(e) else ''} "
                   f"(rerun with --debug for a traceback)")
     return wrapper
@@ -66,10 +67,17 @@ def _human(n: int) -> str:
 @click.option("--no-host", is_flag=True, help="Skip the host build (the engine then cannot run on the cpu device).")
 @click.option("--dump-passes", type=click.Path(file_okay=False), default=None, help="Dump the graph after every pass here.")
 @click.option("--disable-pass", multiple=True, help="Disable a graph pass by name (repeatable).")
+@click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32", show_default=True,
+              help="Compute precision; fp16/bf16 keep norms' and softmax's sums in f32.")
+@click.option("--keep-fp32", default="", help="Comma-separated node names (ONNX node names) kept in f32.")
+@click.option("--layout", type=click.Choice(["nhwc", "nchw"]), default="nhwc", show_default=True,
+              help="Layout of convolution stacks (channels-last by default).")
+@click.option("--report", is_flag=True, help="Show time and node counts per graph pass.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 @handle_errors
-def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, as_json, quiet):
+def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precision, keep_fp32, layout, report,
+                as_json, quiet):
     """Compile MODEL (.onnx) into one engine file."""
     import os
 
@@ -80,18 +88,25 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, as_json
             click.echo(f"  .. {msg}", err=True)
 
     t0 = time.perf_counter()
+    keep = [k.strip() for k in keep_fp32.split(",") if k.strip()]
     result = aotc_compile(model, output, arch=arch, host=not no_host, dump_dir=dump_passes,
-                          disabled=disable_pass, progress=progress)
+                          disabled=disable_pass, progress=progress, precision=precision, keep_fp32=keep,
+                          layout=layout)
     s = result.summary()
     s["engine"] = output
     s["engine_bytes"] = os.path.getsize(output)
     s["total_seconds"] = round(time.perf_counter() - t0, 3)
+    if report and result.pass_report is not None:
+        s["passes"] = result.pass_report.to_json()
     if as_json:
         click.echo(json.dumps(s, indent=2))
         return
     p = result.plan
     click.echo(f"aotc {__version__}: compiled {model} -> {output}")
-    click.echo(f"  graph      {s['nodes_imported']} ops imported, {s['nodes_optimized']} after passes")
+    click.echo(f"  graph      {s['nodes_imported']} ops imported, {s['nodes_optimized']} after passes"
+               f" ({precision}, {layout})")
+    if report and result.pass_report is not None:
+        click.echo("  passes     " + str(result.pass_report).replace("\n", "\n             "))
     click.echo(f"  kernels    {s['regions']} regions, {s['kernels_launched']} launches, "
                f"{s['kernels_distinct']} distinct kernels")
     kinds: dict[str, int] = {}
@@ -179,13 +194,17 @@ def run_cmd(engine, device, inputs_path, outputs_path, seed, iterations):
 @main.command("inspect")
 @click.argument("engine", type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object for tools.")
+@click.option("--bandwidth", type=float, default=4.3, show_default=True, help="Roofline memory bandwidth, TB/s.")
+@click.option("--fp32-tflops", type=float, default=60.0, show_default=True, help="Roofline fp32 peak, TFLOP/s.")
+@click.option("--tc-tflops", type=float, default=790.0, show_default=True,
+              help="Roofline tensor-core (bf16/f16) peak, TFLOP/s.")
 @handle_errors
-def inspect_cmd(engine, as_json):
+def inspect_cmd(engine, as_json, bandwidth, fp32_tflops, tc_tflops):
     """Show ENGINE's inputs, outputs, kernels, memory and architectures."""
     from aotc.package.inspect import describe_engine, format_description
     with open(engine, "rb") as f:
         data = f.read()
-    info = describe_engine(data)
+    info = describe_engine(data, bandwidth * 1e12, fp32_tflops * 1e12, tc_tflops * 1e12)
     if as_json:
         click.echo(json.dumps(info, indent=2))
     else:
@@ -203,6 +222,8 @@ def demo_cmd(keep, device):
     if not ok:
         _fail("demo: engine outputs do not match the reference")
 
+
+main.add_command(__import__("cli.ops_cmd", fromlist=["ops"]).ops)
 
 if __name__ == "__main__":
     main()

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aotc.errors import VerifyError
+from aotc.fusion.attention import find_attention
 from aotc.ir import ops
 from aotc.ir.graph import Graph, Node, Value
 
@@ -47,6 +48,7 @@ class Region:
     epilogue: list[Node] = field(default_factory=list)
     inputs: list[Value] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    attention: object = None        # AttentionMatch for kind "attention"
 
     def describe(self) -> str:
         ops_list = "+".join(n.op for n in self.nodes) or "copy"
@@ -66,6 +68,7 @@ def partition(graph: Graph) -> list[Region]:
     # absorbed_in[node] = ids of regions holding a copy of the node
     absorbed_in: dict[Node, set[int]] = {}
     regions: list[Region] = []
+    attention = find_attention(graph)
 
     def fully_absorbed(n: Node) -> bool:
         if any(v in outputs for v in n.outputs):
@@ -80,7 +83,7 @@ def partition(graph: Graph) -> list[Region]:
         if fully_absorbed(n):
             continue
         rid = len(regions)
-        region = _grow(n, rid, users, producer, outputs, absorbed_in)
+        region = _grow(n, rid, users, producer, outputs, absorbed_in, attention)
         regions.append(region)
 
     regions.reverse()
@@ -91,7 +94,18 @@ def partition(graph: Graph) -> list[Region]:
     return regions
 
 
-def _grow(root: Node, rid: int, users, producer, outputs, absorbed_in) -> Region:
+def _grow(root: Node, rid: int, users, producer, outputs, absorbed_in, attention) -> Region:
+    """Grow the region rooted at `root`; try a row region first, then without reductions."""
+    region = _grow_once(root, users, producer, outputs, True, attention)
+    if region.kind == "row" and not row_structure_ok(region, producer):
+        region = _grow_once(root, users, producer, outputs, False, attention)
+        region.reasons.append("reductions not fused into a row kernel: not a row-wise pattern")
+    for m in region.nodes:
+        absorbed_in.setdefault(m, set()).add(rid)
+    return region
+
+
+def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention=None) -> Region:
     members: set[Node] = {root}
     reasons: list[str] = []
     anchor = root if _is_anchor(root) else None
@@ -105,41 +119,129 @@ def _grow(root: Node, rid: int, users, producer, outputs, absorbed_in) -> Region
     # element, so only index math (injective ops) joins its prologue; compute
     # stays with the producer, where it can be that region's epilogue.
     heavy = anchor is not None and ops.category(anchor.op) in (ops.DOT, ops.CONV)
-    work = [(m, heavy and m is anchor) for m in members]
-    while work:
-        node, restricted = work.pop()
-        for v in node.inputs:
-            p = producer.get(v)
-            if p is None or p in members:
-                continue
-            cat = ops.category(p.op)
-            if cat not in _FUSIBLE:
-                continue
-            if restricted and cat not in _DUPLICABLE:
-                reasons.append(f"{p.op} '{p.name}' not fused: compute in a gemm/conv prologue")
-                continue
-            if v in outputs:
-                reasons.append(f"{p.op} '{p.name}' not fused: graph output")
-                continue
-            exclusive = all(u in members for u in users.get(v, []))
-            if not exclusive and cat not in _DUPLICABLE:
-                reasons.append(f"{p.op} '{p.name}' not fused: used outside the region")
-                continue
-            members.add(p)
-            work.append((p, restricted))
-    for m in members:
-        absorbed_in.setdefault(m, set()).add(rid)
-    kind = ANCHOR_KINDS[ops.category(anchor.op)] if anchor is not None else "loop"
-    return Region(kind, root.outputs[0], list(members), anchor, epilogue, reasons=reasons)
+    match = (attention or {}).get(anchor)
+    if match is not None:
+        members |= match.nodes
+    pre_reasons = list(reasons)
+    row_reduces: list[Node] = []
+    restricted = {m: heavy and (m is anchor or (match is not None and m is match.qk)) for m in members}
+    changed = True
+    while changed:              # a producer shared by two members joins once both are in
+        changed, reasons = False, list(pre_reasons)
+        work = list(members)
+        while work:
+            node = work.pop()
+            for v in node.inputs:
+                p = producer.get(v)
+                if p is None or p in members:
+                    continue
+                why = _absorb_refusal(p, v, restricted[node], anchor, allow_rows, root, users, members, outputs)
+                if why:
+                    reasons.append(why)
+                    continue
+                members.add(p)
+                restricted[p] = restricted[node]
+                if p.op == "reduce":
+                    row_reduces.append(p)
+                work.append(p)
+                changed = True
+    kind = ANCHOR_KINDS[ops.category(anchor.op)] if anchor is not None else ("row" if row_reduces else "loop")
+    region = Region(kind, root.outputs[0], list(members), anchor, epilogue, reasons=reasons)
+    if match is not None:
+        region.kind, region.attention = "attention", match
+    return region
+
+
+def _absorb_refusal(p: Node, v: Value, restricted: bool, anchor, allow_rows: bool, root: Node,
+                    users, members, outputs) -> str:
+    """Why producer `p` of `v` cannot join the region ("" if it can)."""
+    cat = ops.category(p.op)
+    if cat == ops.REDUCTION and allow_rows and anchor is None and v not in outputs:
+        if _row_reduce_ok(p, root.outputs[0].shape, users, members):
+            return ""
+        return f"reduce '{p.name}' not fused into a row kernel: shape, axes or users differ"
+    if cat not in _FUSIBLE:
+        return f"{p.op} '{p.name}' not fused: {cat} ops anchor their own region"
+    if restricted and cat not in _DUPLICABLE:
+        return f"{p.op} '{p.name}' not fused: compute in a gemm/conv prologue"
+    if v in outputs:
+        return f"{p.op} '{p.name}' not fused: graph output"
+    exclusive = all(u in members for u in users.get(v, []))
+    if not exclusive and cat not in _DUPLICABLE:
+        return f"{p.op} '{p.name}' not fused: used outside the region"
+    return ""
+
+
+def _row_reduce_ok(p: Node, shape, users, members) -> bool:
+    """A reduction a loop region may fold in as a per-row scalar (softmax, norms)."""
+    x = p.inputs[0]
+    axes = tuple(p.attrs["axes"])
+    r = len(shape)
+    return (x.shape == shape and r >= 1 and axes == tuple(range(r - len(axes), r)) and len(axes) < r
+            and x.dtype.is_float and p.attrs["kind"] in ("sum", "max", "min")
+            and all(u in members for u in users.get(p.outputs[0], [])))
+
+
+def row_structure_ok(region: Region, producer) -> bool:
+    """Every value derived from a reduction is indexed by the row alone.
+
+    Row regions override each reduction's result with one scalar per row, so
+    the values that depend on a reduction must be row-shaped (R) elementwise
+    ops, reshapes that only add/remove trailing unit dims, and broadcasts from
+    R back to the full shape S along the leading dims.
+    """
+    reduces = [n for n in region.nodes if n.op == "reduce"]
+    shape = reduces[0].inputs[0].shape
+    axes = reduces[0].attrs["axes"]
+    if any(n.inputs[0].shape != shape or n.attrs["axes"] != axes for n in reduces):
+        return False
+    rows = reduces[0].outputs[0].shape
+    if region.root.shape != shape:
+        return False
+
+    def row_like(s):
+        trimmed = list(s)
+        while len(trimmed) > len(rows) and trimmed[-1] == 1:
+            trimmed.pop()
+        return tuple(trimmed) == rows
+
+    member = set(region.nodes)
+    dependent = set(reduces)
+    for n in region.nodes:                       # graph order
+        if n in dependent or not any(producer.get(v) in dependent for v in n.inputs):
+            continue
+        dependent.add(n)
+        out = n.outputs[0].shape
+        if n.op == "reduce":
+            continue
+        cat = ops.category(n.op)
+        if cat == ops.ELEMENTWISE and (row_like(out) or out == shape):
+            if out == shape and any(producer.get(v) in dependent and v.shape != shape for v in n.inputs):
+                return False
+            continue
+        if n.op == "reshape" and row_like(out) and row_like(n.inputs[0].shape):
+            continue
+        if n.op == "broadcast_in_dim" and out == shape and row_like(n.inputs[0].shape) \
+                and tuple(n.attrs["broadcast_dimensions"]) == tuple(range(n.inputs[0].type.rank)):
+            continue
+        return False
+    del member
+    return True
 
 
 def _find_epilogue_anchor(root: Node, users, producer, outputs, reasons):
-    """Walk down a chain of same-shape elementwise ops to an anchor, if any."""
+    """Walk down a chain of elementwise ops (and reshapes, for reduce/dot) to an anchor, if any.
+
+    The chain keeps the anchor's element count; a reshape keeps the linear
+    element order, so the kernel evaluates the epilogue at the root's index
+    derived from the anchor's linear index.
+    """
     if ops.category(root.op) != ops.ELEMENTWISE:
         return None, []
     chain = [root]
     frontier = [root]
     shape = root.outputs[0].shape
+    size = root.outputs[0].type.size
     seen = {root}
     anchor = None
     while frontier:
@@ -152,7 +254,8 @@ def _find_epilogue_anchor(root: Node, users, producer, outputs, reasons):
                 if anchor is not None and p is not anchor:
                     reasons.append(f"{p.op} '{p.name}' not fused as epilogue: second anchor")
                     continue
-                if v.shape != shape or len(p.outputs) != 1:
+                same = v.shape == shape or (v.type.size == size and ops.category(p.op) in (ops.DOT, ops.REDUCTION))
+                if not same or len(p.outputs) != 1:
                     reasons.append(f"{p.op} '{p.name}' not fused as epilogue: result shape differs")
                     continue
                 if v in outputs:
@@ -160,7 +263,8 @@ def _find_epilogue_anchor(root: Node, users, producer, outputs, reasons):
                     continue
                 anchor = p
                 continue
-            if ops.category(p.op) == ops.ELEMENTWISE and v.shape == shape and v not in outputs \
+            if (ops.category(p.op) == ops.ELEMENTWISE or p.op == "reshape") and v.type.size == size \
+                    and v not in outputs \
                     and all(u in seen or u is root for u in users.get(v, [])):
                 seen.add(p)
                 chain.append(p)

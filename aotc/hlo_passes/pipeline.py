@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Union
 
 from aotc.errors import AotcError, VerifyError
-from aotc.hlo_passes import constant_folding, dce, infer_shapes
+from aotc.hlo_passes import (algsimp, bn_fold, constant_folding, cse, dce, infer_shapes, layout, merge_dots, precision,
+                              transpose_sink)
 from aotc.hlo_passes.verify import verify
 from aotc.ir.graph import Graph
 
@@ -63,6 +64,16 @@ register("verify", _verify_only, "check IR invariants; changes nothing")
 register("infer-shapes", infer_shapes.run, "re-derive output types from the op table")
 register("constant-folding", constant_folding.run, "evaluate nodes whose inputs are all constants")
 register("dce", dce.run, "remove nodes and constants that no graph output needs")
+register("cse", cse.run, "merge nodes with equal op, inputs and attributes, and equal constants")
+register("algsimp", algsimp.run, "local algebraic simplification (x*1, double transpose, x/c -> x*(1/c), ...)")
+register("transpose-sink", transpose_sink.run, "sink transposes/reshapes below elementwise ops, fold them into dots")
+register("bn-fold", bn_fold.run, "fold per-channel scale/shift chains (batch norm, bias) into conv/matmul weights")
+register("layout-nhwc", layout.run, "run convolutions, pooling and their neighbours channels-last")
+register("merge-dots", merge_dots.run, "sibling matmuls on one activation (Q/K/V) become one wider GEMM")
+register("precision", precision.run, "convert to fp16/bf16 keeping norms and softmax sums in f32 (configured)")
+
+LAYOUTS = ("nhwc", "nchw")
+_precision_module = precision
 
 
 @dataclass
@@ -209,16 +220,32 @@ class Pipeline:
         return out
 
 
-def default_pipeline() -> Pipeline:
-    """The standard optimization pipeline, in order."""
-    return Pipeline([
-        "verify",
-        "infer-shapes",
-        Pipeline(["constant-folding", "dce"], name="simplify", fixed_point=True),
-    ], name="hlo")
+def _simplify(name: str) -> Pipeline:
+    return Pipeline(["constant-folding", "algsimp", "transpose-sink", "bn-fold", "cse", "dce"],
+                    name=name, fixed_point=True)
+
+
+def default_pipeline(*, layout: str = "nhwc", precision: str = "fp32", keep_fp32=()) -> Pipeline:
+    """The standard optimization pipeline, in order.
+
+    `layout` 'nhwc' runs layout-nhwc (conv stacks channels-last), 'nchw' leaves
+    the model's layout. `precision` 'fp16'/'bf16' adds the precision pass
+    (with `keep_fp32` node names kept in f32), followed by one more cleanup.
+    """
+    if layout not in LAYOUTS:
+        raise AotcError(f"unknown layout '{layout}'; supported: {', '.join(LAYOUTS)}")
+    steps: list = ["verify", "infer-shapes", _simplify("simplify"), "merge-dots", "dce"]
+    if layout == "nhwc":
+        steps += ["layout-nhwc", _simplify("after-layout")]
+    configured = _precision_module.make(precision, keep_fp32)
+    if _precision_module.PRECISIONS[precision].name != "f32":
+        steps += [Pass("precision", configured, PASSES["precision"].description), _simplify("after-precision")]
+    return Pipeline(steps, name="hlo")
 
 
 def run_pipeline(graph: Graph, *, dump_dir: str | os.PathLike | None = None,
-                 disabled: Iterable[str] = ()) -> tuple[Graph, PipelineReport]:
-    """Run `default_pipeline()` on `graph`; returns (optimized graph, report)."""
-    return default_pipeline().run(graph, dump_dir=dump_dir, disabled=disabled)
+                 disabled: Iterable[str] = (), layout: str = "nhwc", precision: str = "fp32",
+                 keep_fp32=()) -> tuple[Graph, PipelineReport]:
+    """Run `default_pipeline(...)` on `graph`; returns (optimized graph, report)."""
+    return default_pipeline(layout=layout, precision=precision, keep_fp32=keep_fp32).run(
+        graph, dump_dir=dump_dir, disabled=disabled)

@@ -23,7 +23,8 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from aotc.errors import ModelError, UnsupportedError, VerifyError
-from aotc.importers import onnx_nn_ops, onnx_shape_ops  # noqa: F401  (register their converters)
+from aotc.importers import (onnx_index_ops, onnx_math_ops, onnx_nn_more_ops, onnx_nn_ops,  # noqa: F401
+                            onnx_resize, onnx_shape_ops)  # (imported to register their converters)
 from aotc.importers.onnx_ops import CHECKS, CONVERTERS
 from aotc.ir import dtypes
 from aotc.ir.dtypes import DType
@@ -159,9 +160,10 @@ def _prescan(model, opsets: dict, opset: int):
             dom = f"{node.domain}::" if node.domain not in _DEFAULT_DOMAINS else ""
             problems.append(f"{dom}{node.op_type} {_node_label(node, i)} (opset {v}): {reason}")
     if problems:
+        head = f"{len(problems)} unsupported item(s) in ONNX model (default-domain opset {opset})"
         raise UnsupportedError(
-            f"{len(problems)} unsupported item(s) in ONNX model (default-domain opset {opset}): "
-            + "; ".join(problems) + f". Supported ONNX ops: {', '.join(sorted(CONVERTERS))}")
+            f"{head}: " + "; ".join(problems) + f". Supported ONNX ops: {', '.join(sorted(CONVERTERS))}",
+            details=problems, summary=f"{head} (`aotc ops` lists what is supported):")
 
 
 def _attr_value(a: onnx.AttributeProto):
@@ -218,8 +220,10 @@ class Ctx:
         self._indexed = len(self.b.nodes)
         n = self._producer.get(v)
         if n is None:
-            raise self.fail(f"{what} must be computable at import time (aotc shapes are static), "
+            err = self.fail(f"{what} must be computable at import time (aotc shapes are static), "
                             f"but it depends on model input '{v.name}'")
+            err.static_input = v.name   # a caller may freeze this input to a constant and retry
+            raise err
         results = evaluate_node(n.op, n.attrs, [self.static(x, what) for x in n.inputs])
         for o, r in zip(n.outputs, results):
             self._static[o] = r.astype(o.dtype.np, copy=False)

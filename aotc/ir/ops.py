@@ -143,6 +143,15 @@ UNARY: dict[str, tuple[Callable, str]] = {
     "sin": (np.sin, "float"),
     "cos": (np.cos, "float"),
     "not": (None, "intbool"),
+    "tan": (np.tan, "float"),
+    "asin": (np.arcsin, "float"),
+    "acos": (np.arccos, "float"),
+    "atan": (np.arctan, "float"),
+    "sinh": (np.sinh, "float"),
+    "cosh": (np.cosh, "float"),
+    "asinh": (np.arcsinh, "float"),
+    "acosh": (np.arccosh, "float"),
+    "atanh": (np.arctanh, "float"),
 }
 
 
@@ -183,6 +192,14 @@ def _int_rem(a, b):
     return np.fmod(a, b)
 
 
+def _shift(fn, a, b):
+    """Out-of-range shifts (negative, or the bit width or more) saturate as in ONNX and numpy:
+    0, or -1 for a right shift of a negative value (C leaves them undefined; the kernels test)."""
+    big = (b < 0) | (b >= 8 * a.dtype.itemsize)
+    full = np.where(a < 0, -1, 0) if fn is np.right_shift else np.zeros_like(a)
+    return np.where(big, full, fn(a, np.where(big, 0, b).astype(a.dtype))).astype(a.dtype)
+
+
 BINARY: dict[str, tuple[Callable, str]] = {
     "add": (np.add, "num"),
     "sub": (np.subtract, "num"),
@@ -195,6 +212,8 @@ BINARY: dict[str, tuple[Callable, str]] = {
     "and": (None, "intbool"),
     "or": (None, "intbool"),
     "xor": (None, "intbool"),
+    "shift_left": (lambda a, b: _shift(np.left_shift, a, b), "int"),
+    "shift_right": (lambda a, b: _shift(np.right_shift, a, b), "int"),   # logical for unsigned
 }
 _LOGIC = {"and": (np.logical_and, np.bitwise_and), "or": (np.logical_or, np.bitwise_or),
           "xor": (np.logical_xor, np.bitwise_xor)}
@@ -207,6 +226,8 @@ def _binary_infer(kinds):
         _check(a.dtype == b.dtype, f"operand dtypes differ: {a.dtype} vs {b.dtype}")
         if kinds == "num":
             _check(a.dtype != dtypes.boolean, "needs numeric operands, got bool")
+        elif kinds == "int":
+            _check(not a.dtype.is_float and a.dtype != dtypes.boolean, f"needs integer operands, got {a.dtype}")
         else:
             _check(not a.dtype.is_float, f"needs integer or bool operands, got {a.dtype}")
         return [a]
@@ -441,9 +462,20 @@ def _reduce_ref(attrs, x):
     fn = REDUCE_KINDS[attrs["kind"]]
     axes = tuple(attrs["axes"])
     cd = np.float32 if x.dtype.kind == "f" or x.dtype == dtypes.bf16.np else x.dtype
-    if x.size == 0 or not axes:
-        return [fn(x.astype(cd), axis=axes).astype(x.dtype)] if axes else [x.copy()]
+    if not axes:
+        return [x.copy()]
+    if x.size == 0:   # an empty reduction yields the identity (max: -inf or the type's minimum)
+        shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        return [np.full(shape, _reduce_identity(attrs["kind"], np.dtype(cd))).astype(x.dtype)]
     return [np.asarray(fn(x.astype(cd), axis=axes)).astype(x.dtype)]
+
+
+def _reduce_identity(kind: str, dt: np.dtype):
+    if kind in ("sum", "prod"):
+        return 0 if kind == "sum" else 1
+    if dt.kind == "f":
+        return -np.inf if kind == "max" else np.inf
+    return np.iinfo(dt).min if kind == "max" else np.iinfo(dt).max
 
 
 _def("reduce", REDUCTION, _reduce_infer, _reduce_ref, lambda a, i, o: i[0].size, 1)
@@ -506,8 +538,36 @@ def conv_out_dim(size, k, stride, lo, hi, dilation):
     return (size + lo + hi - dilation * (k - 1) - 1) // stride + 1
 
 
+CONV_LAYOUTS = ("NCHW", "NHWC")
+
+
+def conv_layout_perms(rank: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(to channels-last, back to channels-first) permutations for a rank-`rank` tensor.
+
+    NCHW -> NHWC is (0, 2, ..., r-1, 1); the same permutation takes OIHW weights to OHWI.
+    """
+    to_last = (0,) + tuple(range(2, rank)) + (1,)
+    back = (0, rank - 1) + tuple(range(1, rank - 1))
+    return to_last, back
+
+
+def _conv_layout(attrs) -> str:
+    layout = attrs.get("layout", "NCHW")
+    _check(layout in CONV_LAYOUTS, f"layout must be one of {CONV_LAYOUTS}, got {layout!r}")
+    return layout
+
+
 def _conv_infer(attrs, ts):
+    """layout NCHW: x (N, C, *S), w (O, C/g, *K) -> (N, O, *S');
+    layout NHWC: x (N, *S, C), w (O, *K, C/g) -> (N, *S', O). Same attributes either way."""
     x, w = ts
+    if _conv_layout(attrs) == "NHWC":
+        _check(x.rank >= 3 and w.rank == x.rank, f"input {x.shape} and weight {w.shape} need rank >= 3 and equal ranks")
+        _, back = conv_layout_perms(x.rank)
+        x, w = (TensorType(tuple(t.shape[i] for i in back), t.dtype) for t in (x, w))
+        (out,) = _conv_infer(dict(attrs, layout="NCHW"), [x, w])
+        to_last, _ = conv_layout_perms(x.rank)
+        return [TensorType(tuple(out.shape[i] for i in to_last), out.dtype)]
     nsp = x.rank - 2
     _check(nsp >= 1 and w.rank == x.rank, f"input {x.shape} and weight {w.shape} need rank >= 3 and equal ranks")
     strides, dil, pads, g = tuple(attrs["strides"]), tuple(attrs["dilations"]), attrs["padding"], attrs["groups"]
@@ -530,6 +590,10 @@ def _window_views(xp, kshape, strides, dil, out_sp):
 
 
 def _conv_ref(attrs, x, w):
+    if attrs.get("layout", "NCHW") == "NHWC":   # the same sums, read and written channels-last
+        to_last, back = conv_layout_perms(x.ndim)
+        (out,) = _conv_ref(dict(attrs, layout="NCHW"), x.transpose(back), w.transpose(back))
+        return [_contig(out.transpose(to_last))]
     strides, dil, pads, g = tuple(attrs["strides"]), tuple(attrs["dilations"]), attrs["padding"], attrs["groups"]
     xf, wf = x.astype(np.float32), w.astype(np.float32)
     xp = np.pad(xf, [(0, 0), (0, 0)] + [tuple(p) for p in pads])

@@ -122,7 +122,9 @@ def generate(graph: Graph, region: Region, producer=None) -> Kernel:
     """The kernel computing `region` of `graph`."""
     producer = producer if producer is not None else graph.producers()
     b = _Builder(graph, region, producer)
-    gen = {"loop": _loop, "reduction": _reduction, "dot": _dot, "conv": _conv, "window": _window}
+    from aotc.kernels.codegen_attention import generate_attention
+    gen = {"loop": _loop, "reduction": _reduction, "dot": _dot, "conv": _conv, "window": _window,
+           "row": _row, "attention": generate_attention}
     return gen[region.kind](b)
 
 
@@ -135,6 +137,38 @@ def _loop(b: _Builder) -> Kernel:
     block = LOOP_BLOCK
     return b.finish("loop", dict(body=em.text(), total=total, block=block),
                     _grid_1d(total, block), (block, 1, 1))
+
+
+def _row(b: _Builder) -> Kernel:
+    """Softmax/norm-style regions: per-row reductions as phases, then the outputs."""
+    region = b.region
+    reduces = [n for n in region.nodes if n.op == "reduce"]
+    shape = reduces[0].inputs[0].shape
+    rows_shape = reduces[0].outputs[0].shape
+    inner = shape[len(rows_shape):]
+    rows, extent = math.prod(rows_shape), math.prod(inner)
+    block = 256 if extent >= 256 else max(32, 32 * math.ceil(extent / 32))
+    em_row = b.emitter(indent=2)
+    kept = _unravel(em_row, "row", rows_shape, "o")
+    phases, overrides = [], {}
+    for j, red in enumerate(reduces):
+        kind = red.attrs["kind"]
+        em = b.emitter(indent=3, overrides=dict(overrides))
+        em.emit(f"float acc = {_identity(kind, red.inputs[0].dtype)};")
+        em.open(f"for ({b.idx_t} c = threadIdx.x; c < {extent}; c += blockDim.x)")
+        idx = kept + _unravel(em, "c", inner, f"c{j}_")
+        v = em.value(red.inputs[0], idx)
+        em.emit(f"acc = AOTC_COMBINE_{kind}(acc, {v});")
+        em.close()
+        em.emit(f"red{j} = aotc_block_{kind}(acc, aotc_sh);")
+        phases.append(f"    float red{j};\n    {{\n{em.text()}\n    }}")
+        overrides[red.outputs[0]] = f"red{j}"
+    em_store = b.emitter(indent=3, overrides=overrides)
+    idx = kept + _unravel(em_store, "c", inner, "cs_")
+    b.store_root(em_store, idx)
+    slots = dict(row_index=em_row.text(), phases="\n".join(phases), store=em_store.text(), rows=rows,
+                 extent=extent, block=block)
+    return b.finish("row", slots, (max(1, min(rows, MAX_GRID)), 1, 1), (block, 1, 1))
 
 
 def _acc_type(dt) -> str:
@@ -177,11 +211,45 @@ def _reduction(b: _Builder) -> Kernel:
     em_load.emit(f"acc = AOTC_COMBINE_{kind}(acc, ({acc_t})({v}));")
     acc_val = "acc" if x.dtype.is_float else f"(({compute_type(out.dtype)})acc)"
     em_epi = b.emitter(indent=4, overrides={out: acc_val})
-    em_epi.scopes[0].update({})   # epilogue reuses the row coordinates declared above
-    b.store_root(em_epi, kept)
+    root = b.region.root
+    # the epilogue may reshape: the root's index comes from the row's linear index
+    b.store_root(em_epi, kept if root.shape == out.shape else _unravel(em_epi, "row", root.shape, "e"))
     slots = dict(row_index=em_row.text(), load=em_load.text(), epilogue=em_epi.text(), rows=rows,
                  extent=extent, acc_t=acc_t, init=_identity(kind, x.dtype), kind=kind, block=block)
     return b.finish("reduce", slots, (max(1, min(rows, MAX_GRID)), 1, 1), (block, 1, 1))
+
+
+def dot_operand_load(b: _Builder, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b,
+                     shape_a, shape_b, target: str, indent: int = 4) -> str:
+    """Code setting `target` to a dot operand at (batch b, flat_a, flat_b), prologue included."""
+    em = b.emitter(indent=indent)
+    bi = _unravel(em, "b", bshape, f"{var}b_") if bshape else []
+    ai = _unravel(em, flat_a, shape_a, f"{var}x_")
+    ci = _unravel(em, flat_b, shape_b, f"{var}y_")
+    idx = [""] * value.type.rank
+    for d, e in zip(batch_dims, bi):
+        idx[d] = e
+    for d, e in zip(dims_a, ai):
+        idx[d] = e
+    for d, e in zip(dims_b, ci):
+        idx[d] = e
+    em.emit(f"{target} = {em.value(value, idx)};")
+    return em.text()
+
+
+def dot_epilogue(b: _Builder, bshape, mshape, nshape, M, N, indent: int) -> Emitter:
+    """Epilogue + store for output element (b, m, n), the accumulator in `accv`."""
+    out = b.region.anchor.outputs[0]
+    em = b.emitter(indent=indent, overrides={out: "accv"})
+    root = b.region.root
+    if root.shape == out.shape:
+        idx = (_unravel(em, "b", bshape, "ob") if bshape else []) + _unravel(em, "m", mshape, "om") \
+            + _unravel(em, "n", nshape, "on")
+    else:           # a reshaping epilogue: index the root by the output's linear index
+        em.emit(f"const {b.idx_t} lin = (b * {M} + m) * {N} + n;")
+        idx = _unravel(em, "lin", root.shape, "e")
+    b.store_root(em, idx)
+    return em
 
 
 def _dot(b: _Builder) -> Kernel:
@@ -198,29 +266,36 @@ def _dot(b: _Builder) -> Kernel:
     if B > 65535:
         raise UnsupportedError(f"dot_general '{anchor.name}': batch {B} exceeds the grid's z limit 65535")
 
+    if lhs.dtype == rhs.dtype and lhs.dtype in (dtypes.f16, dtypes.bf16):
+        from aotc.kernels.codegen_dot_mma import generate_dot_mma
+        return generate_dot_mma(b, (bshape, mshape, nshape, kshape, B, M, N, K))
+
     def operand_load(var, value, batch_dims, dims_a, dims_b, flat_a, flat_b, shape_a, shape_b):
-        em = b.emitter(indent=4)
-        bi = _unravel(em, "b", bshape, f"{var}b_") if bshape else []
-        ai = _unravel(em, flat_a, shape_a, f"{var}x_")
-        ci = _unravel(em, flat_b, shape_b, f"{var}y_")
-        idx = [""] * value.type.rank
-        for d, e in zip(batch_dims, bi):
-            idx[d] = e
-        for d, e in zip(dims_a, ai):
-            idx[d] = e
-        for d, e in zip(dims_b, ci):
-            idx[d] = e
-        em.emit(f"{'a' if var == 'A' else 'bv'} = {em.value(value, idx)};")
-        return em.text()
+        return dot_operand_load(b, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b,
+                                shape_a, shape_b, "a" if var == "A" else "bv")
 
     load_a = operand_load("A", lhs, lb, lf, lc, "am", "ak", mshape, kshape)
     load_b = operand_load("B", rhs, rb, rc, rf, "bk", "bn", kshape, nshape)
-    em = b.emitter(indent=2, overrides={out: "acc"})
-    idx = (_unravel(em, "b", bshape, "ob") if bshape else []) + _unravel(em, "m", mshape, "om") \
-        + _unravel(em, "n", nshape, "on")
-    b.store_root(em, idx)
-    slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K)
-    return b.finish("dot", slots, (math.ceil(N / 16), math.ceil(M / 16), B), (16, 16, 1))
+    fetch = "\n".join([
+        "    for (int l = 0; l < 4; ++l) {",
+        f"      const {b.idx_t} am = m0 + (threadIdx.x >> 4) + 16 * l;",
+        f"      const {b.idx_t} ak = k0 + (threadIdx.x & 15);",
+        "      float a = 0.0f;",
+        f"      if (am < {M} && ak < {K}) {{",
+        load_a,
+        "      }",
+        "      ra[l] = a;",
+        f"      const {b.idx_t} bk = k0 + (threadIdx.x >> 6) + 4 * l;",
+        f"      const {b.idx_t} bn = n0 + (threadIdx.x & 63);",
+        "      float bv = 0.0f;",
+        f"      if (bk < {K} && bn < {N}) {{",
+        load_b,
+        "      }",
+        "      rb[l] = bv;",
+        "    }"])
+    em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=4)
+    slots = dict(fetch=fetch, epilogue=em.text(), batch=B, m=M, n=N, k=K)
+    return b.finish("dot", slots, (math.ceil(N / 64), math.ceil(M / 64), B), (256, 1, 1))
 
 
 def _window_loops(em: Emitter, names, out_idx, spatial_dims, kshape, strides_, pads, dils, sizes):
@@ -245,23 +320,33 @@ def _conv(b: _Builder) -> Kernel:
     a = anchor.attrs
     nsp = x.type.rank - 2
     total = out.type.size
+    # NCHW: x (N, C, *S), w (O, C/g, *K), out (N, O, *S); NHWC: channels last in all three
+    last = a.get("layout", "NCHW") == "NHWC"
+    cdim = x.type.rank - 1 if last else 1
+    spatial = list(range(1, 1 + nsp)) if last else list(range(2, 2 + nsp))
     em_idx = b.emitter(indent=2)
     oidx = _unravel(em_idx, "i", out.shape, "o")
-    if out.shape[1] == 1:     # o1 is used by the template even when the dim is 1
-        em_idx.emit(f"(void)o1;")
+    oc = f"o{cdim}"            # the template reads the channel variable even when the dim is 1
+    if out.shape[cdim] == 1:
+        em_idx.emit(f"(void){oc};")
     em_win = b.emitter(indent=3)
-    q = _window_loops(em_win, "", oidx, list(range(2, 2 + nsp)), w.shape[2:], a["strides"],
-                      a["padding"], a["dilations"], x.shape[2:])
-    xv = em_win.value(x, [oidx[0], "ci"] + q)
-    wv = em_win.value(w, [oidx[1], "c"] + [f"k{j}" for j in range(nsp)])
+    q = _window_loops(em_win, "", oidx, spatial, [w.shape[d] for d in spatial], a["strides"],
+                      a["padding"], a["dilations"], [x.shape[d] for d in spatial])
+    ks = [f"k{j}" for j in range(nsp)]
+    if last:
+        xv = em_win.value(x, [oidx[0]] + q + ["ci"])
+        wv = em_win.value(w, [oidx[cdim]] + ks + ["c"])
+    else:
+        xv = em_win.value(x, [oidx[0], "ci"] + q)
+        wv = em_win.value(w, [oidx[1], "c"] + ks)
     em_win.emit(f"acc += {xv} * {wv};")
     for _ in range(nsp):
         em_win.close()
     em_epi = b.emitter(indent=2, overrides={out: "acc"})
     b.store_root(em_epi, oidx)
-    cg, og = w.shape[1], w.shape[0] // a["groups"]
+    cg, og = w.shape[cdim], w.shape[0] // a["groups"]
     slots = dict(out_index=em_idx.text(), window=em_win.text(), epilogue=em_epi.text(), total=total,
-                 cg=cg, og=og, block=LOOP_BLOCK)
+                 cg=cg, og=og, oc=oc, block=LOOP_BLOCK)
     return b.finish("conv", slots, _grid_1d(total, LOOP_BLOCK), (LOOP_BLOCK, 1, 1))
 
 
@@ -296,7 +381,10 @@ def module_source(kernels: list[Kernel]) -> str:
     parts = []
     if any(k.uses_fp16 for k in kernels):
         parts.append("#define AOTC_USE_FP16 1")
-    parts += ['#include "aotc_prelude.cuh"', '#include "aotc_ops.cuh"', ""]
+    parts += ['#include "aotc_prelude.cuh"', '#include "aotc_ops.cuh"']
+    if any(k.name.startswith("aotc_dot_mma_") for k in kernels):
+        parts.append('#include "aotc_mma.cuh"')
+    parts.append("")
     seen = set()
     for k in kernels:
         if k.name not in seen:

@@ -92,6 +92,13 @@ def _binary(op: str, a: str, b: str, dt: DType) -> str:
         return f"powf({a}, {b})" if dt.is_float else f"(({dt.c})pow((double){a}, (double){b}))"
     if op in ("max", "min"):
         return f"aotc_{op}({a}, {b})"
+    if op in ("shift_left", "shift_right"):   # out-of-range shifts saturate (C leaves them undefined)
+        bits = 8 * dt.itemsize
+        out = f"(({b}) < 0 || ({b}) >= {bits})" if dt.is_signed else f"(({b}) >= {bits})"
+        if op == "shift_left":
+            return f"({out} ? ({dt.c})0 : ({dt.c})({a} << {b}))"
+        full = f"({a} < 0 ? ({dt.c})-1 : ({dt.c})0)" if dt.is_signed else f"({dt.c})0"
+        return f"({out} ? {full} : ({dt.c})({a} >> {b}))"
     if op in ("and", "or", "xor"):
         if dt == dtypes.boolean:
             return f"({a} {_BOOL_OPS[op]} {b})"
@@ -103,7 +110,10 @@ _UNARY_F = {"sqrt": "sqrtf({})", "rsqrt": "rsqrtf({})", "exp": "expf({})", "log"
             "tanh": "tanhf({})", "logistic": "(1.0f / (1.0f + expf(-{})))", "erf": "erff({})",
             "floor": "floorf({})", "ceil": "ceilf({})", "round_even": "rintf({})",
             "sin": "sinf({})", "cos": "cosf({})", "abs": "fabsf({})", "neg": "(-{})",
-            "sign": "(float)(({0} > 0.0f) - ({0} < 0.0f))"}
+            "sign": "(float)(({0} > 0.0f) - ({0} < 0.0f))",
+            "tan": "tanf({})", "asin": "asinf({})", "acos": "acosf({})", "atan": "atanf({})",
+            "sinh": "sinhf({})", "cosh": "coshf({})", "asinh": "asinhf({})", "acosh": "acoshf({})",
+            "atanh": "atanhf({})"}
 _BOOL_OPS = {"and": "&&", "or": "||", "xor": "!="}
 _BIT_OPS = {"and": "&", "or": "|", "xor": "^"}
 _COMPARE = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}

@@ -6,7 +6,9 @@ All integers are little-endian. Layout of a version-1 engine file:
     0  u8[8]  magic "AOTCENG\\0"
     8  u32    format version (FORMAT_VERSION)
    12  u32    header size (64)
-   16  u8[16] aotc version string, NUL-padded
+   16  u8[16] aotc version "MAJOR.MINOR.PATCH[A-Za-z0-9.+-]*" (numbers of
+              at most 4 digits), NUL-padded; a runtime runs engines from
+              MIN_AOTC_VERSION up to the next major after MAX_AOTC_MAJOR
    32  u32    flags (must be 0 in version 1)
    36  u32    section count (1..64)
    40  u64    section-table offset (64)
@@ -63,6 +65,9 @@ from aotc.package.plan import (DTYPE_CODES, DTYPE_SIZES, REF_KINDS, BufferRef, E
 
 MAGIC = b"AOTCENG\0"
 FORMAT_VERSION = 1
+MIN_AOTC_VERSION = (0, 1, 0)     # aotc_runtime.h: AOTC_ENGINE_MIN_AOTC_VERSION
+MAX_AOTC_MAJOR = 0               # aotc_runtime.h: AOTC_ENGINE_MAX_AOTC_MAJOR
+_VERSION_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)[A-Za-z0-9.+\-]*\Z", re.ASCII)
 ALIGN = 256
 MAX_RANK = 8
 MAX_SECTIONS = 64
@@ -196,6 +201,9 @@ def write_engine(plan: EnginePlan, path: str | os.PathLike) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".aotc-engine-", suffix=".tmp",
                                dir=os.path.dirname(os.path.abspath(path)))
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)    # mkstemp's 0600 would hide the engine from other users
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -211,6 +219,28 @@ def write_engine(plan: EnginePlan, path: str | os.PathLike) -> None:
 
 # ----------------------------------------------------------------- reader --
 
+def parse_aotc_version(field: bytes) -> tuple[int, int, int] | None:
+    """The (major, minor, patch) of a header's 16-byte version field, or None if malformed."""
+    text = field.split(b"\0", 1)[0]
+    if len(field) != 16 or field[15] != 0 or field[len(text):].strip(b"\0"):
+        return None
+    m = _VERSION_RE.match(text.decode("latin-1"))
+    if not m or any(len(g) > 4 for g in m.groups()):
+        return None
+    return tuple(int(g) for g in m.groups())
+
+
+def _check_aotc_version(field: bytes) -> None:
+    got = parse_aotc_version(field)
+    if got is None:
+        _fail("header aotc version is not a NUL-padded 'MAJOR.MINOR.PATCH'")
+    if got < MIN_AOTC_VERSION or got[0] > MAX_AOTC_MAJOR:
+        version = field.rstrip(b"\0").decode()
+        raise EngineFormatError(
+            f"engine written by aotc {version}; this aotc runs engines from aotc "
+            f"{'.'.join(map(str, MIN_AOTC_VERSION))} up to {MAX_AOTC_MAJOR}.x")
+
+
 def _sections(data: bytes) -> list[tuple[int, str, bytes]]:
     data = bytes(data)
     if len(data) < _HEADER.size:
@@ -223,6 +253,7 @@ def _sections(data: bytes) -> list[tuple[int, str, bytes]]:
                                 f"(this aotc reads version {FORMAT_VERSION})")
     if hcrc != zlib.crc32(data[:60]):
         _fail("header checksum mismatch")
+    _check_aotc_version(_v)
     if hsize != _HEADER.size or flags != 0:
         _fail(f"header size {hsize} / flags {flags:#x} invalid for version {ver}")
     if fsize != len(data):

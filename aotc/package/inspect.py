@@ -9,16 +9,39 @@ from __future__ import annotations
 
 from aotc.package.engine_format import read_engine, read_manifest
 
-# H200 defaults (datasheet-class figures; override with arguments)
+# H200 defaults (measured-class figures; override with `aotc inspect --bandwidth/--fp32-tflops/--tc-tflops`)
 H200_BANDWIDTH = 4.3e12          # bytes/s
-H200_FP32_FLOPS = 60e12          # FLOP/s
+H200_FP32_FLOPS = 60e12          # FLOP/s, CUDA cores
+H200_TC_FLOPS = 790e12           # FLOP/s, bf16/f16 tensor cores
 
 
-def roofline_floor_s(launches, bandwidth=H200_BANDWIDTH, flops_rate=H200_FP32_FLOPS) -> float:
-    return sum(max(l.bytes / bandwidth, l.flops / flops_rate) for l in launches)
+def uses_tensor_cores(kernel_name: str) -> bool:
+    return kernel_name.startswith("aotc_dot_mma_")
 
 
-def describe_engine(data: bytes) -> dict:
+def roofline_floor_s(launches, bandwidth=H200_BANDWIDTH, flops_rate=H200_FP32_FLOPS,
+                     tc_rate=H200_TC_FLOPS) -> float:
+    """Sum over launches of max(bytes / bandwidth, flops / peak of the unit the kernel uses)."""
+    return sum(max(l.bytes / bandwidth, l.flops / (tc_rate if uses_tensor_cores(l.kernel) else flops_rate))
+               for l in launches)
+
+
+def runnable_here(data: bytes) -> dict:
+    """For each device: can the C runtime run this engine on this machine, and why (not)."""
+    from aotc.errors import AotcError
+    from aotc.package.runtime_binding import check_engine
+    out = {}
+    for device in ("cpu", "cuda"):
+        try:
+            ok, why = check_engine(data, device)
+        except AotcError as e:      # the runtime library itself is unavailable
+            ok, why = False, f"runtime unavailable: {e}"
+        out[device] = {"ok": ok, "why": why}
+    return out
+
+
+def describe_engine(data: bytes, bandwidth: float = H200_BANDWIDTH, fp32_flops: float = H200_FP32_FLOPS,
+                    tc_flops: float = H200_TC_FLOPS) -> dict:
     plan = read_engine(data)
     manifest = read_manifest(data)
     kernels = [{"name": l.kernel, "region": l.region, "grid": list(l.grid), "block": list(l.block),
@@ -41,7 +64,10 @@ def describe_engine(data: bytes) -> dict:
         "engine_bytes": len(data),
         "total_bytes": total_bytes,
         "total_flops": total_flops,
-        "roofline_floor_us_h200": roofline_floor_s(plan.launches) * 1e6,
+        "roofline_floor_us_h200": roofline_floor_s(plan.launches, bandwidth, fp32_flops, tc_flops) * 1e6,
+        "roofline_assumptions": {"bandwidth_bytes_per_s": bandwidth, "fp32_flops": fp32_flops,
+                                 "tensor_core_flops": tc_flops},
+        "runnable": runnable_here(data),
     }
 
 
@@ -62,8 +88,14 @@ def format_description(info: dict, path: str = "") -> str:
     lb = info.get("arena_lower_bound")
     lines.append(f"memory: arena {info['arena_bytes']} B" + (f" (lower bound {lb} B)" if lb is not None else "")
                  + f", weights {info['weights_bytes']} B")
-    lines.append(f"modelled: {info['total_bytes']} B moved, {info['total_flops']} FLOP; roofline floor on H200 "
-                 f"{info['roofline_floor_us_h200']:.2f} us")
+    ra = info.get("roofline_assumptions", {})
+    lines.append(f"modelled: {info['total_bytes']} B moved, {info['total_flops']} FLOP; roofline floor "
+                 f"{info['roofline_floor_us_h200']:.2f} us (H200 defaults: "
+                 f"{ra.get('bandwidth_bytes_per_s', H200_BANDWIDTH) / 1e12:g} TB/s, "
+                 f"{ra.get('fp32_flops', H200_FP32_FLOPS) / 1e12:g} TFLOP/s fp32, "
+                 f"{ra.get('tensor_core_flops', H200_TC_FLOPS) / 1e12:g} TFLOP/s tensor cores)")
     targets = info["archs"] + ([f"PTX {info['ptx']}"] if info["ptx"] else []) + (["host"] if info["host_build"] else [])
     lines.append(f"targets: {', '.join(targets) or 'none'}")
+    for device, r in info.get("runnable", {}).items():
+        lines.append(f"{device} here: {'yes' if r['ok'] else 'no'}: {r['why']}")
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from aotc.fusion.regions import Region
+from aotc.ir import ops
 from aotc.ir.graph import Graph, Value
 from aotc.kernels.codegen import Kernel, generate
 from aotc.package import plan as P
@@ -65,7 +66,9 @@ def build_launches(graph: Graph, regions: list[Region]):
         for v in k.params[:-1]:
             if v in last:
                 last[v] = max(last[v], i)
-    memory = plan_memory([Buffer(v, v.type.nbytes, first[v], last[v]) for v in first])
+    memory = plan_memory([Buffer(v, v.type.nbytes, first[v], last[v],
+                                 in_place_input(regions[first[v]], kernels[first[v]], first, last))
+                          for v in first])
     for v, off in memory.offsets.items():
         refs[v] = P.BufferRef("arena", offset=off)
 
@@ -78,4 +81,38 @@ def build_launches(graph: Graph, regions: list[Region]):
     return kernels, launches, bytes(weights), memory, writes
 
 
-__all__ = ["build_launches", "add_output_copies", "MemoryPlan"]
+def in_place_input(region: Region, kernel: Kernel, first: dict, last: dict):
+    """An input the region's output may overwrite in place, or None.
+
+    Safe only when every thread reads element i of that input and then writes
+    element i of the output, and nothing else reads the input afterwards: a
+    loop region, the input an arena intermediate whose last read is this
+    launch, the same shape and byte size as the output, and every node of
+    the region downstream of it elementwise at the output's shape (an
+    injective op on it would turn its index into something else).
+    """
+    if region.kind != "loop" or not region.nodes:
+        return None
+    step = first[region.root]
+    root_t = region.root.type
+    for v in kernel.params[:-1]:
+        if v not in first or first[v] >= step or last[v] != step:
+            continue
+        if v.type.shape != root_t.shape or v.type.nbytes != root_t.nbytes:
+            continue
+        reached, frontier, ok = set(), [v], True
+        while frontier and ok:
+            u = frontier.pop()
+            for n in region.nodes:
+                if n in reached or u not in n.inputs:
+                    continue
+                reached.add(n)
+                ok = (ops.category(n.op) == ops.ELEMENTWISE and
+                      all(o.type.shape == root_t.shape for o in n.outputs))
+                frontier.extend(n.outputs)
+        if ok and any(region.root in n.outputs for n in reached):
+            return v
+    return None
+
+
+__all__ = ["build_launches", "add_output_copies", "in_place_input", "MemoryPlan"]

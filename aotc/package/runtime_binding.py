@@ -10,6 +10,14 @@ hash of the sources.
 Threads: an Engine may be shared; use one Context per thread (a Context
 also serializes its own runs with a lock). ctypes releases the GIL while the
 runtime runs, so contexts on several threads run in parallel.
+
+Arrays: numpy arrays (host memory) work on every device; on "cuda" they are
+staged through device buffers the context owns. Objects exposing
+`__cuda_array_interface__` (torch and cupy CUDA tensors) are bound by their
+device pointer, without a copy, on a "cuda" context; the run is enqueued on
+the producer's stream when the interface names one, so it is ordered after
+the work that wrote the inputs. `ctx.run(inputs, outputs=...)` writes into
+caller-owned arrays (host or CUDA) instead of allocating new ones.
 """
 from __future__ import annotations
 
@@ -34,6 +42,10 @@ _DEVICES = {"cpu": 0, "cuda": 1}
 _DTYPE_NAMES = {v: k for k, v in DTYPE_CODES.items()}
 _CODES = ["OK", "INVALID_ARGUMENT", "NOT_FOUND", "DATA_LOSS", "UNIMPLEMENTED", "UNAVAILABLE",
           "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED", "INTERNAL"]
+
+
+class _ContextOptions(ctypes.Structure):
+    _fields_ = [("use_cuda_graph", ctypes.c_int)]
 
 
 class _TensorInfo(ctypes.Structure):
@@ -118,7 +130,15 @@ def _load() -> ctypes.CDLL:
             ("aotc_engine_input_count", S, [P]), ("aotc_engine_output_count", S, [P]),
             ("aotc_engine_input_info", st, [P, S, ctypes.POINTER(_TensorInfo)]),
             ("aotc_engine_output_info", st, [P, S, ctypes.POINTER(_TensorInfo)]),
-            ("aotc_engine_arena_size", U64, [P]),
+            ("aotc_engine_arena_size", U64, [P]), ("aotc_engine_weights_size", U64, [P]),
+            ("aotc_engine_device_memory_size", U64, [P, S]),
+            ("aotc_engine_aotc_version", ctypes.c_char_p, [P]),
+            ("aotc_context_create_with_options", st, [P, I, ctypes.POINTER(_ContextOptions),
+                                                      ctypes.POINTER(P)]),
+            ("aotc_context_bind_input", st, [P, ctypes.c_char_p, P, S]),
+            ("aotc_context_bind_output", st, [P, ctypes.c_char_p, P, S]),
+            ("aotc_context_enqueue", st, [P, P]), ("aotc_context_synchronize", st, [P]),
+            ("aotc_context_uses_cuda_graph", I, [P]),
             ("aotc_engine_check", st, [ctypes.c_char_p, S, I, ctypes.c_char_p, S]),
             ("aotc_context_create", st, [P, I, ctypes.POINTER(P)]),
             ("aotc_context_release", None, [P]),
@@ -189,6 +209,12 @@ class Engine:
         self.outputs = [self._info(lib.aotc_engine_output_info, i)
                         for i in range(lib.aotc_engine_output_count(self._ptr))]
         self.arena_size = int(lib.aotc_engine_arena_size(self._ptr))
+        self.weights_size = int(lib.aotc_engine_weights_size(self._ptr))
+        self.aotc_version = lib.aotc_engine_aotc_version(self._ptr).decode()
+
+    def device_memory_size(self, contexts: int = 1) -> int:
+        """Device bytes for `contexts` contexts on one device: weights once, an arena each."""
+        return int(self._lib.aotc_engine_device_memory_size(self._ptr, contexts))
 
     def _info(self, fn, i: int) -> TensorSpec:
         info = _TensorInfo()
@@ -196,8 +222,8 @@ class Engine:
         return TensorSpec(info.name.decode("utf-8", "replace"), _DTYPE_NAMES[info.dtype],
                           tuple(int(info.dims[r]) for r in range(info.rank)))
 
-    def create_context(self, device: str = "cpu") -> "Context":
-        return Context(self, device)
+    def create_context(self, device: str = "cpu", use_cuda_graph: bool = True) -> "Context":
+        return Context(self, device, use_cuda_graph)
 
     def __del__(self):
         if getattr(self, "_ptr", None):
@@ -205,20 +231,91 @@ class Engine:
             self._ptr = None
 
 
+class _Buffer:
+    """One argument ready to bind: a pointer, its size, where it lives."""
+
+    def __init__(self, ptr: int, nbytes: int, on_device: bool, stream=None, keep=None):
+        self.ptr, self.nbytes, self.on_device, self.stream, self.keep = ptr, nbytes, on_device, stream, keep
+
+
+def _cuda_buffer(spec: TensorSpec, obj, role: str, device: str) -> _Buffer:
+    """Check a `__cuda_array_interface__` object against `spec`; no copy is made."""
+    what = f"{role} {spec.name!r}"
+    if device != "cuda":
+        raise InputError(f"{what} is a CUDA array (__cuda_array_interface__); create the context "
+                         f"with device='cuda' to bind it, or pass a host (numpy) array")
+    cai = obj.__cuda_array_interface__
+    try:
+        shape = tuple(int(d) for d in cai["shape"])
+        dtype = np.dtype(cai["typestr"])
+        ptr, readonly = cai["data"]
+    except (KeyError, TypeError, ValueError) as e:
+        raise InputError(f"{what}: malformed __cuda_array_interface__ ({e})") from None
+    want = _np_dtype(spec.dtype)
+    if dtype != want or shape != spec.shape:
+        raise InputError(f"{what}: expected {spec.dtype} {list(spec.shape)}, got CUDA {dtype} {list(shape)}")
+    strides = cai.get("strides")
+    if strides is not None:
+        dense, step = [], want.itemsize
+        for d in reversed(shape):
+            dense.append(step)
+            step *= d
+        if any(d != 1 and s != t for d, s, t in zip(shape, strides, reversed(dense))):
+            raise InputError(f"{what}: CUDA array is not C-contiguous (strides {list(strides)}); "
+                             f"make it contiguous first")
+    if role == "output" and readonly:
+        raise InputError(f"{what}: CUDA array is read-only")
+    if not ptr and spec.nbytes:
+        raise InputError(f"{what}: CUDA array has a NULL data pointer")
+    return _Buffer(int(ptr or 0), spec.nbytes, True, cai.get("stream"), obj)
+
+
+def _host_input(spec: TensorSpec, obj) -> _Buffer:
+    arr = np.asarray(obj)
+    want = _np_dtype(spec.dtype)
+    if arr.dtype != want or tuple(arr.shape) != spec.shape:
+        raise InputError(f"input {spec.name!r}: expected {spec.dtype} {list(spec.shape)}, "
+                         f"got {arr.dtype} {list(arr.shape)}")
+    arr = np.ascontiguousarray(arr)
+    return _Buffer(arr.ctypes.data, arr.nbytes, False, keep=arr)
+
+
+def _host_output(spec: TensorSpec, arr) -> _Buffer:
+    want = _np_dtype(spec.dtype)
+    if not isinstance(arr, np.ndarray) or arr.dtype != want or tuple(arr.shape) != spec.shape:
+        got = f"{arr.dtype} {list(arr.shape)}" if isinstance(arr, np.ndarray) else type(arr).__name__
+        raise InputError(f"output {spec.name!r}: expected a numpy {spec.dtype} {list(spec.shape)} array, "
+                         f"got {got}")
+    if not arr.flags.c_contiguous or not arr.flags.writeable:
+        raise InputError(f"output {spec.name!r}: array must be C-contiguous and writeable")
+    return _Buffer(arr.ctypes.data, arr.nbytes, False, keep=arr)
+
+
+def _stream_of(buffers) -> int | None:
+    """The producer stream named by CUDA arguments (CAI v3), or None."""
+    streams = {b.stream for b in buffers if b.on_device and b.stream is not None}
+    if len(streams) > 1:
+        raise InputError(f"CUDA arguments come from different streams {sorted(streams)}; "
+                         f"synchronize them or use one stream")
+    return streams.pop() if streams else None
+
+
 class Context:
     """One execution context (own activation arena); use one per thread."""
 
-    def __init__(self, engine: Engine, device: str = "cpu"):
+    def __init__(self, engine: Engine, device: str = "cpu", use_cuda_graph: bool = True):
         self.engine = engine
         self.device = device
         self._lib = engine._lib
         self._ptr = None
         self._lock = threading.Lock()
         out = ctypes.c_void_p()
-        _check(self._lib.aotc_context_create(engine._ptr, _device_code(device), ctypes.byref(out)))
+        opts = _ContextOptions(1 if use_cuda_graph else 0)
+        _check(self._lib.aotc_context_create_with_options(engine._ptr, _device_code(device),
+                                                          ctypes.byref(opts), ctypes.byref(out)))
         self._ptr = out.value
 
-    def _validate(self, inputs: dict) -> dict[str, np.ndarray]:
+    def _validate(self, inputs: dict) -> dict[str, _Buffer]:
         expected = {t.name: t for t in self.engine.inputs}
         unknown = [k for k in inputs if k not in expected]
         missing = [k for k in expected if k not in inputs]
@@ -227,32 +324,47 @@ class Context:
                     ([f"missing input(s) {', '.join(map(repr, missing))}"] if missing else [])
             raise InputError(f"{'; '.join(parts)}; the engine takes "
                              f"{', '.join(f'{t.name!r}' for t in self.engine.inputs) or 'no inputs'}")
-        arrays = {}
-        for name, spec in expected.items():
-            arr = np.asarray(inputs[name])
-            want = _np_dtype(spec.dtype)
-            if arr.dtype != want or tuple(arr.shape) != spec.shape:
-                raise InputError(f"input {name!r}: expected {spec.dtype} {list(spec.shape)}, "
-                                 f"got {arr.dtype} {list(arr.shape)}")
-            arrays[name] = np.ascontiguousarray(arr)
-        return arrays
+        return {name: _cuda_buffer(spec, inputs[name], "input", self.device)
+                if hasattr(inputs[name], "__cuda_array_interface__") else _host_input(spec, inputs[name])
+                for name, spec in expected.items()}
 
-    def run(self, inputs: dict) -> dict[str, np.ndarray]:
-        """Run once on the given arrays; returns new output arrays by name."""
-        arrays = self._validate(inputs)
-        outputs = {t.name: np.empty(t.shape, _np_dtype(t.dtype)) for t in self.engine.outputs}
+    def _outputs(self, outputs: dict | None) -> tuple[dict, dict[str, _Buffer]]:
+        outputs = dict(outputs or {})
+        specs = {t.name: t for t in self.engine.outputs}
+        unknown = [k for k in outputs if k not in specs]
+        if unknown:
+            raise InputError(f"unknown output(s) {', '.join(map(repr, unknown))}; the engine returns "
+                             f"{', '.join(map(repr, specs))}")
+        bufs = {}
+        for name, spec in specs.items():
+            if name not in outputs:
+                outputs[name] = np.empty(spec.shape, _np_dtype(spec.dtype))
+            obj = outputs[name]
+            bufs[name] = _cuda_buffer(spec, obj, "output", self.device) \
+                if hasattr(obj, "__cuda_array_interface__") else _host_output(spec, obj)
+        return {name: outputs[name] for name in specs}, bufs
+
+    def run(self, inputs: dict, outputs: dict | None = None) -> dict:
+        """Run once; returns the outputs by name: new numpy arrays, or the arrays given in `outputs`."""
+        ins = self._validate(inputs)
+        result, outs = self._outputs(outputs)
+        stream = _stream_of(list(ins.values()) + list(outs.values()))
         lib = self._lib
         with self._lock:
             if not self._ptr:
                 raise RuntimeFailure("context is closed")
-            for name, arr in arrays.items():
-                _check(lib.aotc_context_bind_host_input(self._ptr, name.encode(),
-                                                        arr.ctypes.data, arr.nbytes))
-            for name, arr in outputs.items():
-                _check(lib.aotc_context_bind_host_output(self._ptr, name.encode(),
-                                                         arr.ctypes.data, arr.nbytes))
-            _check(lib.aotc_context_run(self._ptr))
-        return outputs
+            for group, binds in ((ins, (lib.aotc_context_bind_input, lib.aotc_context_bind_host_input)),
+                                 (outs, (lib.aotc_context_bind_output, lib.aotc_context_bind_host_output))):
+                for name, b in group.items():
+                    _check(binds[0 if b.on_device else 1](self._ptr, name.encode(), b.ptr, b.nbytes))
+            _check(lib.aotc_context_enqueue(self._ptr, stream))
+            _check(lib.aotc_context_synchronize(self._ptr))
+        return result
+
+    @property
+    def uses_cuda_graph(self) -> bool:
+        """True when the next run replays a captured CUDA graph."""
+        return bool(self._ptr and self._lib.aotc_context_uses_cuda_graph(self._ptr))
 
     def close(self) -> None:
         with self._lock:

@@ -99,14 +99,19 @@ def test_errors_are_one_line(tmp_path, engine_path):
     one_line_error(run_cli("compile", str(tmp_path / "junk.onnx"), "-o", str(tmp_path / "j.engine")), "error")
 
 
-def test_unsupported_op_is_one_line_naming_the_node(tmp_path):
+def test_unsupported_op_is_a_short_list_naming_the_node(tmp_path):
     node = helper.make_node("NonMaxSuppression", ["b", "s"], ["y"], name="nms0")
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4, 4]),
                                             helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 1, 4])],
                               [helper.make_tensor_value_info("y", TensorProto.INT64, [4, 3])])
     path = tmp_path / "nms.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    one_line_error(run_cli("compile", str(path), "-o", str(tmp_path / "n.engine")), "NonMaxSuppression", "nms0")
+    proc = run_cli("compile", str(path), "-o", str(tmp_path / "n.engine"))
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.strip() and not l.startswith("  .. ")]
+    # a summary line, then one short line per unsupported node
+    assert "unsupported" in lines[0] and lines[0].startswith("aotc: error:")
+    assert len(lines) == 2 and "NonMaxSuppression" in lines[1] and "nms0" in lines[1]
 
 
 def test_bad_input_shape_names_the_input(engine_path, tmp_path):
@@ -125,3 +130,11 @@ def test_demo_runs_and_checks():
     res = CliRunner().invoke(main, ["demo"])
     assert res.exit_code == 0, res.output
     assert "OK" in res.output and "MISMATCH" not in res.output
+
+
+def test_inspect_roofline_is_overridable(engine_path):
+    base = json.loads(CliRunner().invoke(main, ["inspect", str(engine_path), "--json"]).output)
+    slow = json.loads(CliRunner().invoke(main, ["inspect", str(engine_path), "--json", "--bandwidth", "0.043",
+                                                "--fp32-tflops", "0.6"]).output)
+    assert base["roofline_floor_us_h200"] > 0
+    assert abs(slow["roofline_floor_us_h200"] / base["roofline_floor_us_h200"] - 100) < 1e-6

@@ -106,3 +106,27 @@ def test_check_partition_rejects_missing_node_and_bad_order():
            Region("loop", y, [g.nodes[0]], inputs=[x])]
     with pytest.raises(VerifyError, match="before it is computed"):
         check_partition(g, bad)
+
+
+def test_softmax_and_layernorm_become_row_regions():
+    b = GraphBuilder()
+    x = b.input("x", (4, 8))
+    m = b.add("reduce", x, kind="max", axes=(1,))
+    e = b.add("exp", b.add("sub", x, b.add("broadcast_in_dim", m, shape=(4, 8), broadcast_dimensions=(0,))))
+    s = b.add("reduce", e, kind="sum", axes=(1,))
+    y = b.add("div", e, b.add("broadcast_in_dim", s, shape=(4, 8), broadcast_dimensions=(0,)))
+    g = b.build([y])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["row"]
+
+
+def test_row_region_refused_when_broadcast_is_not_per_row():
+    b = GraphBuilder()
+    x = b.input("x", (4, 8))
+    s = b.add("reduce", x, kind="sum", axes=(0,))                         # reduces the leading axis
+    y = b.add("mul", x, b.add("broadcast_in_dim", s, shape=(4, 8), broadcast_dimensions=(1,)))
+    g = b.build([y])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert "row" not in kinds(regions)

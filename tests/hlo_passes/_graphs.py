@@ -84,3 +84,23 @@ def counts(graph: Graph) -> dict[str, int]:
     for n in graph.nodes:
         out[n.op] = out.get(n.op, 0) + 1
     return out
+
+
+def assert_same_fresh(before: Graph, after: Graph, rtol=1e-6, atol=0.0, draws=2):
+    """interpret(before) == interpret(after) on fresh random inputs (seed in the message)."""
+    from tests.helpers.rng import fresh_rng
+    for _ in range(draws):
+        rng, seed = fresh_rng()
+        feeds = {}
+        for v in before.inputs:
+            if v.dtype.is_float:
+                a = rng.uniform(0.5, 1.5, v.shape) * rng.choice([-1.0, 1.0], v.shape)
+                feeds[v.name] = a.astype(v.dtype.np)
+            else:
+                feeds[v.name] = rng.integers(1, 10, v.shape).astype(v.dtype.np)
+        want, got = interpret(before, feeds), interpret(after, feeds)
+        assert len(want) == len(got)
+        for i, (w, g) in enumerate(zip(want, got)):
+            assert w.dtype == g.dtype and w.shape == g.shape, f"output {i}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol,
+                                       err_msg=f"output {i}, seed {seed}")

@@ -11,17 +11,50 @@ from aotc.ir.graph import GraphBuilder, Node, TensorType, Value
 
 from ._graphs import assert_same_results, assert_unchanged, counts, shape_chain, snapshot
 
+SIMPLIFY = ["constant-folding", "algsimp", "transpose-sink", "bn-fold", "cse", "dce"]
+
+
+def fold_pipeline() -> Pipeline:
+    """The pipeline the mechanics tests pin: fold and clean to a fixed point."""
+    return Pipeline(["verify", "infer-shapes", Pipeline(["constant-folding", "dce"], name="simplify",
+                                                        fixed_point=True)], name="hlo")
+
+
+def run_fold(graph, **kw):
+    return fold_pipeline().run(graph, **kw)
+
 
 def test_default_pipeline_order_and_registry():
-    assert default_pipeline().pass_names() == ["verify", "infer-shapes", "constant-folding", "dce"]
-    assert {"verify", "infer-shapes", "constant-folding", "dce"} <= set(PASSES)
+    assert default_pipeline().pass_names() == ["verify", "infer-shapes"] + SIMPLIFY + ["merge-dots", "dce", "layout-nhwc"] + SIMPLIFY
+    assert default_pipeline(layout="nchw").pass_names() == ["verify", "infer-shapes"] + SIMPLIFY + ["merge-dots", "dce"]
+    assert default_pipeline(layout="nchw", precision="fp16").pass_names() == \
+        ["verify", "infer-shapes"] + SIMPLIFY + ["merge-dots", "dce", "precision"] + SIMPLIFY
+    assert set(default_pipeline(precision="bf16").pass_names()) <= set(PASSES)
+    assert {"verify", "infer-shapes", "constant-folding", "dce", "cse", "algsimp", "bn-fold",
+            "transpose-sink", "layout-nhwc", "precision", "merge-dots"} <= set(PASSES)
     assert all(p.description for p in PASSES.values())
+    with pytest.raises(AotcError, match="unknown layout 'nwhc'; supported: nhwc, nchw"):
+        default_pipeline(layout="nwhc")
+    with pytest.raises(AotcError, match="unknown precision 'fp8'"):
+        default_pipeline(precision="fp8")
+
+
+def test_default_pipeline_simplifies_shape_chain():
+    g = shape_chain()
+    out, report = run_pipeline(g)
+    # the folded chain, and the slice that takes all of (2,) is an identity
+    assert counts(out) == {"reshape": 1, "reduce": 1, "add": 1}
+    assert_same_results(g, out)
+    assert report.converged == {"simplify": True, "after-layout": True}
+    again, report2 = run_pipeline(out)
+    assert not any(r.changed for r in report2.passes)
+    assert all(a is b for a, b in zip(again.nodes, out.nodes)) and len(again.nodes) == len(out.nodes)
 
 
 def test_run_pipeline_optimizes_and_reports():
     g = shape_chain()
     snap = snapshot(g)
-    out, report = run_pipeline(g)
+    out, report = run_fold(g)
     assert_unchanged(g, snap)
     assert out is not g
     assert counts(out) == {"reshape": 1, "reduce": 1, "slice": 1, "add": 1}
@@ -41,8 +74,8 @@ def test_run_pipeline_optimizes_and_reports():
 
 
 def test_does_not_fire_on_optimized_graph():
-    out, _ = run_pipeline(shape_chain())
-    again, report = run_pipeline(out)
+    out, _ = run_fold(shape_chain())
+    again, report = run_fold(out)
     assert again is not out
     assert all(a is b for a, b in zip(again.nodes, out.nodes)) and len(again.nodes) == len(out.nodes)
     assert not any(r.changed for r in report.passes)
@@ -50,7 +83,7 @@ def test_does_not_fire_on_optimized_graph():
 
 
 def test_dump_after_every_pass(tmp_path):
-    run_pipeline(shape_chain(), dump_dir=tmp_path / "dumps")
+    run_fold(shape_chain(), dump_dir=tmp_path / "dumps")
     files = sorted(p.name for p in (tmp_path / "dumps").iterdir())
     assert files == ["00-input.txt", "01-verify.txt", "02-infer-shapes.txt", "03-constant-folding.txt",
                      "04-dce.txt", "05-constant-folding.txt", "06-dce.txt"]
@@ -60,12 +93,14 @@ def test_dump_after_every_pass(tmp_path):
 
 def test_disable_pass_by_name():
     g = shape_chain()
-    out, report = run_pipeline(g, disabled=["constant-folding"])
+    out, report = run_fold(g, disabled=["constant-folding"])
     assert counts(out) == counts(g)
     assert "constant-folding" not in [r.name for r in report.passes]
     assert report.skipped == ["constant-folding"]
     with pytest.raises(AotcError, match=r"unknown pass.*cse-typo.*known passes: .*constant-folding.*dce"):
         run_pipeline(g, disabled=["cse-typo"])
+    out, report = run_pipeline(g, disabled=["algsimp"])
+    assert counts(out)["slice"] == 1 and report.skipped == ["algsimp"]
 
 
 def test_verify_runs_between_passes():

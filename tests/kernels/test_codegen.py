@@ -89,7 +89,7 @@ def test_reduction(shape, axes, kind):
     check(graph, [random_array(rng, shape, low=low, high=high)], seed, rtol=2e-5, kinds=["reduction"])
 
 
-@pytest.mark.parametrize("m,n,k,batch", [(3, 50, 783, ()), (50, 3, 17, (2,)), (33, 47, 64, (2, 3)), (1, 1, 1, ())])
+@pytest.mark.parametrize("m,n,k,batch", [(3, 50, 783, ()), (130, 70, 33, ()), (50, 3, 17, (2,)), (33, 47, 64, (2, 3)), (1, 1, 1, ())])
 def test_dot_with_prologue_and_epilogue(m, n, k, batch):
     rng, seed = fresh_rng()
     b = GraphBuilder()
@@ -163,3 +163,88 @@ def test_f16_storage_computes_in_f32():
     s = b.add("reduce", x, kind="sum", axes=(1,))
     graph = b.build([y, s])
     check(graph, [random_array(rng, (50, 3), np.float16)], seed, rtol=2e-3, atol=2e-3)
+
+
+def _softmax(b, x, axes):
+    r = len(x.shape) - len(axes)
+    m = b.add("reduce", x, kind="max", axes=axes)
+    mb = b.add("broadcast_in_dim", m, shape=x.shape, broadcast_dimensions=tuple(range(r)))
+    e = b.add("exp", b.add("sub", x, mb))
+    s = b.add("reduce", e, kind="sum", axes=axes)
+    return b.add("div", e, b.add("broadcast_in_dim", s, shape=x.shape, broadcast_dimensions=tuple(range(r))))
+
+
+@pytest.mark.parametrize("shape,axes", [((3, 783), (1,)), ((50, 3), (1,)), ((2, 4096), (1,)), ((2, 3, 5, 7), (2, 3))])
+def test_row_softmax_is_one_kernel(shape, axes):
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", shape)
+    graph = b.build([_softmax(b, b.add("mul", x, x), axes)])
+    check(graph, [random_array(rng, shape)], seed, rtol=1e-5, atol=1e-6, kinds=["row"])
+
+
+@pytest.mark.parametrize("rows,cols", [(3, 50), (7, 783)])
+def test_row_layernorm_with_keepdims_reshape(rows, cols):
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (rows, cols))
+    g = b.input("g", (cols,))
+    n = b.constant(np.float32(cols))
+    mean = b.add("div", b.add("reduce", x, kind="sum", axes=(1,)), b.add("broadcast_in_dim", n, shape=(rows,),
+                                                                           broadcast_dimensions=()))
+    mean_k = b.add("reshape", mean, shape=(rows, 1))                    # keepdims form
+    d = b.add("sub", x, b.add("broadcast_in_dim", mean_k, shape=(rows, cols), broadcast_dimensions=(0, 1)))
+    var = b.add("reduce", b.add("mul", d, d), kind="sum", axes=(1,))
+    eps = b.add("broadcast_in_dim", b.constant(np.float32(1e-5)), shape=(rows,), broadcast_dimensions=())
+    nb = b.add("broadcast_in_dim", n, shape=(rows,), broadcast_dimensions=())
+    inv = b.add("rsqrt", b.add("add", b.add("div", var, nb), eps))
+    y = b.add("mul", b.add("mul", d, b.add("broadcast_in_dim", inv, shape=(rows, cols), broadcast_dimensions=(0,))),
+              b.add("broadcast_in_dim", g, shape=(rows, cols), broadcast_dimensions=(1,)))
+    graph = b.build([y])
+    check(graph, [random_array(rng, (rows, cols)), random_array(rng, (cols,))], seed, rtol=1e-4, atol=1e-5,
+          kinds=["row"])
+
+
+def test_reduction_with_reshaping_epilogue():
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (2, 50, 3, 3))
+    r = b.add("reshape", b.add("reduce", x, kind="sum", axes=(2, 3)), shape=(2, 50, 1, 1))
+    nine = b.add("broadcast_in_dim", b.constant(np.float32(9)), shape=(2, 50, 1, 1), broadcast_dimensions=())
+    graph = b.build([b.add("div", r, nine)])
+    check(graph, [random_array(rng, (2, 50, 3, 3))], seed, kinds=["reduction"])
+
+
+def test_dot_with_reshaping_epilogue():
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    a = b.input("a", (70, 33))
+    w = b.input("w", (33, 6))
+    d = b.add("dot_general", a, w, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
+    r = b.add("reshape", d, shape=(35, 12))
+    graph = b.build([b.add("tanh", r)])
+    check(graph, [random_array(rng, (70, 33)), random_array(rng, (33, 6))], seed, rtol=1e-4, kinds=["dot"])
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("m,n,k,batch", [(50, 70, 33, ()), (3, 8, 16, (2,)), (130, 17, 100, ())])
+def test_tensor_core_dot(dtype, m, n, k, batch):
+    """f16/bf16 GEMMs use the mma.sync kernel; its host fallback must agree with the interpreter."""
+    import ml_dtypes
+    rng, seed = fresh_rng()
+    np_dt = np.float16 if dtype == "f16" else ml_dtypes.bfloat16
+    b = GraphBuilder()
+    a = b.input("a", batch + (m, k), dtype)
+    w = b.input("w", batch + (n, k), dtype)
+    nb = len(batch)
+    d = b.add("dot_general", a, w, lhs_batch=tuple(range(nb)), rhs_batch=tuple(range(nb)),
+              lhs_contract=(nb + 1,), rhs_contract=(nb + 1,))
+    out = b.add("convert", b.add("mul", d, d), dtype="f32")
+    graph = b.build([out])
+    kernels = check(graph, [random_array(rng, batch + (m, k)).astype(np_dt),
+                            random_array(rng, batch + (n, k)).astype(np_dt)], seed, rtol=3e-2, atol=3e-2)
+    assert kernels[0].name.startswith("aotc_dot_mma_")
+    from aotc.kernels import codegen
+    from aotc.kernels.nvrtc_compile import compile_device
+    ptx = compile_device(codegen.module_source(kernels), "compute_90")
+    assert b"mma.sync.aligned.m16n8k16" in ptx

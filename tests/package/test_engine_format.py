@@ -143,3 +143,32 @@ def test_truncation_and_random_corruption_raise_only_engine_format_error(host_li
             ef.read_engine(bytes(_fix_header(d)))
         except EngineFormatError:
             pass
+
+
+@pytest.mark.parametrize("field, want", [
+    (b"0.1.0", (0, 1, 0)), (b"12.3.4rc1+g1a2b", (12, 3, 4)), (b"0.1", None), (b"0.1.00000", None),
+    (b"0.1.0 ", None), (b"v0.1.0", None), (b"0.1.0\0x", None), (b"\xd9\xa1.1.0", None),
+])
+def test_aotc_version_field(field, want):
+    assert ef.parse_aotc_version(field.ljust(16, b"\0")[:16]) == want
+
+
+def test_aotc_version_outside_the_range_is_refused(host_lib, plan_factory):
+    data = bytearray(ef.engine_bytes(plan_factory(host_lib)))
+    for version, message in [(b"1.0.0", "engine written by aotc 1.0.0; this aotc runs engines from aotc 0.1.0"),
+                             (b"0.0.1", "engine written by aotc 0.0.1"),
+                             (b"x.y.z", "header aotc version is not")]:
+        d = bytearray(data)
+        d[16:32] = version.ljust(16, b"\0")
+        struct.pack_into("<I", d, 60, zlib.crc32(bytes(d[:60])))
+        with pytest.raises(EngineFormatError, match=message):
+            ef.read_engine(bytes(d))
+
+
+def test_written_engine_is_readable_by_others(tmp_path, plan_factory):
+    old = os.umask(0o022)
+    try:
+        ef.write_engine(plan_factory(), tmp_path / "m.engine")
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "m.engine").st_mode & 0o777 == 0o644

@@ -47,3 +47,93 @@ def test_chain_needs_two_buffers():
 def test_empty_plan():
     plan = plan_memory([])
     assert plan.size == 0 and plan.lower_bound == 0 and plan.ratio == 1.0
+
+
+# --------------------------------------------------------- in-place reuse --
+
+def test_in_place_chain_shares_one_slot():
+    # a -> b -> c, each an elementwise map of the previous one at its last use
+    bufs = [Buffer("a", 512, 0, 1), Buffer("b", 512, 1, 2, reuses="a"), Buffer("c", 512, 2, 3, reuses="b")]
+    plan = plan_memory(bufs)
+    assert plan.in_place == 2 and plan.size == 512 == plan.lower_bound
+    assert plan.offsets["a"] == plan.offsets["b"] == plan.offsets["c"]
+
+
+def test_in_place_refused_when_unsafe():
+    cases = [
+        [Buffer("a", 512, 0, 2), Buffer("b", 512, 1, 3, reuses="a")],     # a still read after step 1
+        [Buffer("a", 256, 0, 1), Buffer("b", 512, 1, 2, reuses="a")],     # different size
+        [Buffer("a", 512, 0, 1), Buffer("b", 512, 1, 2, reuses="zz")],    # unknown buffer
+    ]
+    for bufs in cases:
+        plan = plan_memory(bufs)
+        assert plan.in_place == 0 and plan.offsets["a"] != plan.offsets["b"], bufs
+
+
+def test_two_claims_on_one_buffer_get_one_slot_each():
+    bufs = [Buffer("a", 512, 0, 1), Buffer("b", 512, 1, 2, reuses="a"), Buffer("c", 512, 1, 2, reuses="a")]
+    plan = plan_memory(bufs)
+    assert plan.in_place == 1 and plan.offsets["b"] != plan.offsets["c"]
+
+
+def test_random_plans_with_reuse_never_overlap_live_buffers():
+    seed = secrets.randbelow(2**31)
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        bufs = []
+        for i in range(int(rng.integers(1, 25))):
+            first = int(rng.integers(0, 15))
+            last = first + int(rng.integers(0, 5))
+            src = [b for b in bufs if b.last == first and b.first < first]
+            reuse = src[0].key if src and rng.random() < 0.7 else None
+            size = src[0].size if reuse is not None else int(rng.integers(1, 3000))
+            bufs.append(Buffer(i, size, first, last, reuse))
+        plan = plan_memory(bufs)
+        assert plan.size >= plan.lower_bound
+        for a in bufs:
+            for b in bufs:
+                if a.key < b.key and a.first <= b.last and b.first <= a.last:
+                    oa, ob = plan.offsets[a.key], plan.offsets[b.key]
+                    if overlaps(oa, oa + a.size, ob, ob + b.size):
+                        # only an honoured in-place pair may share bytes
+                        assert b.reuses == a.key and a.last == b.first and oa == ob, f"seed {seed}"
+
+
+def _region_case(transpose=False, convert=False):
+    from aotc.fusion.regions import Region
+    from aotc.ir.graph import GraphBuilder
+    b = GraphBuilder()
+    x = b.input("x", (8, 8))
+    bias = b.input("bias", (8,))
+    a = b.add("exp", x)                              # materialized by an earlier launch
+    src = b.add("transpose", a, permutation=(1, 0)) if transpose else a
+    t = b.add("add", src, b.add("broadcast_in_dim", bias, shape=(8, 8), broadcast_dimensions=(1,)))
+    r = b.add("convert", b.add("tanh", t), dtype="f16") if convert else b.add("tanh", t)
+    graph = b.build([r])
+    prod = graph.producers()
+    nodes = [n for n in graph.nodes if n is not prod[a]]
+    region = Region("loop", r, nodes, inputs=[a, bias])
+
+    class K:
+        params = [a, bias, r]
+    return region, K, a, r
+
+
+def test_in_place_input_only_for_pure_elementwise_maps():
+    from aotc.package.launch_plan import in_place_input
+    region, k, a, r = _region_case()
+    assert in_place_input(region, k, {a: 0, r: 1}, {a: 1, r: 2}) is a
+    assert in_place_input(region, k, {a: 0, r: 1}, {a: 2, r: 2}) is None          # read later
+    region, k, a, r = _region_case(transpose=True)                              # index math on a
+    assert in_place_input(region, k, {a: 0, r: 1}, {a: 1, r: 2}) is None
+    region, k, a, r = _region_case(convert=True)                                # f32 -> f16: sizes differ
+    assert in_place_input(region, k, {a: 0, r: 1}, {a: 1, r: 2}) is None
+
+
+def test_e2e_models_arena_within_5_percent_of_bound():
+    import aotc.compiler
+    from tests.e2e.models import MODELS
+    for name, build in MODELS.items():
+        model, _ = build()
+        res = aotc.compiler.compile_model(model, arch="none", host=False)
+        assert 0 < res.arena_lower_bound <= res.plan.arena_size <= 1.05 * res.arena_lower_bound, name

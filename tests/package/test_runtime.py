@@ -292,3 +292,140 @@ def test_corrupt_engines_never_crash(engine_file, tmp_path, seed):
     assert proc.returncode == 0, (f"corruption loop failed (seed {seed}, exit {proc.returncode}) "
                                   f"at case: {last[0]}\n{proc.stderr[-3000:]}")
     assert last[0].startswith("OK ") and int(last[0].split()[1]) > 3000, last
+
+
+# ------------------------------------------------- issue 7: serving API --
+
+def _with_version(data: bytes, version: bytes) -> bytes:
+    import struct
+    import zlib
+    d = bytearray(data)
+    d[16:32] = version.ljust(16, b"\0")
+    struct.pack_into("<I", d, 60, zlib.crc32(bytes(d[:60])))
+    return bytes(d)
+
+
+def test_aotc_version_range_is_checked(engine_file):
+    data = engine_file.read_bytes()
+    for version, code, message in [(b"1.0.0", "UNIMPLEMENTED", "engine written by aotc 1.0.0; this runtime "
+                                    "runs engines from aotc 0.1.0 up to 0.x"),
+                                   (b"0.0.9", "UNIMPLEMENTED", "engine written by aotc 0.0.9"),
+                                   (b"0.1", "DATA_LOSS", "aotc version is not a NUL-padded"),
+                                   (b"0.1.0\xff", "DATA_LOSS", "aotc version is not")]:
+        bad = _with_version(data, version)
+        with pytest.raises(EngineFormatError, match=message.split(";")[0]) as info:
+            rb.Engine(bad)
+        assert info.value.code == code and message in str(info.value)
+        ok, why = rb.check_engine(bad, "cpu")
+        assert not ok and message in why
+    good = rb.Engine(_with_version(data, b"0.7.12rc1+local"))
+    assert good.aotc_version == "0.7.12rc1+local"
+
+
+def test_truncation_at_every_section_boundary_is_an_error(engine_file):
+    from tests.fuzz.boundaries import section_boundaries
+    data = engine_file.read_bytes()
+    cuts = section_boundaries(data)
+    assert len(cuts) > 30
+    for n in cuts:
+        with pytest.raises(EngineFormatError):
+            rb.Engine(data[:n])
+
+
+def test_engine_metadata_and_device_memory(engine_file):
+    engine = rb.Engine(engine_file)
+    assert engine.aotc_version == "0.1.0" and engine.weights_size == 4100
+    assert engine.device_memory_size(0) == 4100
+    assert engine.device_memory_size(3) == 4100 + 3 * 4352      # arena 4256 aligned to 256
+
+
+def test_preallocated_outputs_are_filled_in_place(engine_file, expected_fn):
+    ctx = rb.Engine(engine_file).create_context()
+    inp = _inputs(11)
+    y = np.full((10, 100), np.nan, np.float32)
+    out = ctx.run(inp, outputs={"y": y})
+    assert out["y"] is y and out["z"].shape == (1000,)
+    np.testing.assert_allclose(y, expected_fn(inp["x"], inp["u"])["y"], rtol=1e-6)
+    with pytest.raises(InputError, match=r"output 'y': expected a numpy f32 \[10, 100\] array, got float64"):
+        ctx.run(inp, outputs={"y": np.zeros((10, 100))})
+    with pytest.raises(InputError, match="C-contiguous and writeable"):
+        ctx.run(inp, outputs={"y": np.zeros((100, 10), np.float32).T})
+    with pytest.raises(InputError, match="unknown output"):
+        ctx.run(inp, outputs={"w": y})
+
+
+class _FakeCudaArray:
+    """Only the interface: never dereferenced on the cpu device or in the checks."""
+
+    def __init__(self, shape, typestr="<f4", strides=None, readonly=False, stream=None, ptr=0xDEAD0000):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, readonly),
+                                         "strides": strides, "version": 3, "stream": stream}
+
+
+def test_cuda_arrays_dispatch_without_copies():
+    from aotc.package.plan import TensorSpec
+    spec = TensorSpec("x", "f32", (10, 100))
+    b = rb._cuda_buffer(spec, _FakeCudaArray((10, 100), stream=7), "input", "cuda")
+    assert (b.ptr, b.nbytes, b.on_device, b.stream) == (0xDEAD0000, 4000, True, 7)
+    assert rb._cuda_buffer(spec, _FakeCudaArray((10, 100), strides=(400, 4)), "input", "cuda").on_device
+    for arr, message in [(_FakeCudaArray((100, 10)), r"expected f32 \[10, 100\], got CUDA float32 \[100, 10\]"),
+                         (_FakeCudaArray((10, 100), "<f2"), "got CUDA float16"),
+                         (_FakeCudaArray((10, 100), strides=(4, 40)), "not C-contiguous"),
+                         (_FakeCudaArray((10, 100), ptr=0), "NULL data pointer")]:
+        with pytest.raises(InputError, match=message):
+            rb._cuda_buffer(spec, arr, "input", "cuda")
+    with pytest.raises(InputError, match="output 'x': CUDA array is read-only"):
+        rb._cuda_buffer(spec, _FakeCudaArray((10, 100), readonly=True), "output", "cuda")
+    bufs = [rb._cuda_buffer(spec, _FakeCudaArray((10, 100), stream=s), "input", "cuda") for s in (5, 6)]
+    assert rb._stream_of(bufs[:1]) == 5
+    with pytest.raises(InputError, match="different streams"):
+        rb._stream_of(bufs)
+
+
+def test_cuda_array_on_cpu_context_is_refused(engine_file):
+    ctx = rb.Engine(engine_file).create_context("cpu")
+    inp = _inputs(1)
+    with pytest.raises(InputError, match="input 'x' is a CUDA array.*device='cuda'"):
+        ctx.run({"x": _FakeCudaArray((10, 100)), "u": inp["u"]})
+    with pytest.raises(InputError, match="output 'z' is a CUDA array"):
+        ctx.run(inp, outputs={"z": _FakeCudaArray((1000,))})
+    assert not ctx.uses_cuda_graph
+
+
+def test_c_enqueue_and_synchronize_on_cpu(engine_file, expected_fn):
+    lib = rb._load()
+    ctx = rb.Engine(engine_file).create_context()
+    inp = _inputs(4)
+    out = {"y": np.empty((10, 100), np.float32), "z": np.empty(1000, np.float32)}
+    for name, arr in list(inp.items()):
+        rb._check(lib.aotc_context_bind_input(ctx._ptr, name.encode(), arr.ctypes.data, arr.nbytes))
+    for name, arr in out.items():
+        rb._check(lib.aotc_context_bind_output(ctx._ptr, name.encode(), arr.ctypes.data, arr.nbytes))
+    with pytest.raises(RuntimeFailure, match="a stream was given to a cpu context") as info:
+        rb._check(lib.aotc_context_enqueue(ctx._ptr, 0x1234))
+    assert info.value.code == "INVALID_ARGUMENT"
+    rb._check(lib.aotc_context_enqueue(ctx._ptr, None))
+    rb._check(lib.aotc_context_synchronize(ctx._ptr))
+    np.testing.assert_allclose(out["z"], expected_fn(inp["x"], inp["u"])["z"], rtol=1e-6)
+
+
+def test_many_threads_many_runs_identical_outputs(engine_file):
+    engine = rb.Engine(engine_file)
+    requests = [_inputs(500 + i) for i in range(16)]
+    reference = [engine.create_context().run(r) for r in requests]
+    errors = []
+
+    def work(tid: int):
+        ctx = engine.create_context(use_cuda_graph=bool(tid % 2))
+        for k in range(60):
+            i = (tid * 7 + k) % len(requests)
+            out = ctx.run(requests[i])
+            if not all(np.array_equal(out[n], reference[i][n]) for n in out):
+                errors.append((tid, k))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:5]

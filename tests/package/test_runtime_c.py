@@ -78,7 +78,19 @@ static aotc_status_t hello(const char *engine_path, float *x, float *u, float *y
   aotc_status_free(cuda);
   if (gpu) aotc_context_release(gpu);
   AOTC_RETURN_IF_ERROR(aotc_context_create(engine, AOTC_DEVICE_CPU, &ctx));
-  AOTC_RETURN_IF_ERROR(aotc_context_create(engine, AOTC_DEVICE_CPU, &ctx2));
+  aotc_context_options_t ctx_options;
+  aotc_context_options_initialize(&ctx_options);
+  if (ctx_options.use_cuda_graph != 1) return aotc_make_error();
+  ctx_options.use_cuda_graph = 0;
+  AOTC_RETURN_IF_ERROR(aotc_context_create_with_options(engine, AOTC_DEVICE_CPU, &ctx_options, &ctx2));
+  AOTC_RETURN_IF_ERROR(aotc_engine_output_info_by_name(engine, "z", &info));
+  if (info.byte_size != 4000 || strcmp(info.name, "z")) return aotc_make_error();
+  EXPECT_CODE(aotc_engine_input_info_by_name(engine, "z", &info), AOTC_STATUS_NOT_FOUND);
+  if (info.name != NULL) return aotc_make_error(); /* out_info cleared on error */
+  if (aotc_engine_device_memory_size(engine, 2) != 4100 + 2 * 4352 ||
+      strcmp(aotc_engine_aotc_version(engine), "0.1.0")) return aotc_make_error();
+  EXPECT_CODE(aotc_context_enqueue(ctx, (void *)0x10), AOTC_STATUS_INVALID_ARGUMENT);
+  if (aotc_context_uses_cuda_graph(ctx)) return aotc_make_error();
   aotc_engine_release(engine); /* the contexts keep it alive */
   EXPECT_CODE(aotc_context_run(ctx), AOTC_STATUS_FAILED_PRECONDITION);
   EXPECT_CODE(aotc_context_bind_input(ctx, "x", x, 3999), AOTC_STATUS_INVALID_ARGUMENT);

@@ -14,9 +14,37 @@ __device__ __forceinline__ signed char aotc_max(signed char a, signed char b) { 
 __device__ __forceinline__ signed char aotc_min(signed char a, signed char b) { return a < b ? a : b; }
 __device__ __forceinline__ unsigned char aotc_max(unsigned char a, unsigned char b) { return a > b ? a : b; }
 __device__ __forceinline__ unsigned char aotc_min(unsigned char a, unsigned char b) { return a < b ? a : b; }
+__device__ __forceinline__ unsigned int aotc_max(unsigned int a, unsigned int b) { return a > b ? a : b; }
+__device__ __forceinline__ unsigned int aotc_min(unsigned int a, unsigned int b) { return a < b ? a : b; }
 
 // Reduction combiners, named by reduce kind.
 #define AOTC_COMBINE_sum(a, b) ((a) + (b))
 #define AOTC_COMBINE_prod(a, b) ((a) * (b))
 #define AOTC_COMBINE_max(a, b) aotc_max((a), (b))
 #define AOTC_COMBINE_min(a, b) aotc_min((a), (b))
+
+// Block-wide float reduction for row kernels: every thread passes its partial,
+// every thread gets the result. blockDim.x must be a multiple of 32 and every
+// thread of the block must call it (it holds barriers). `sh` is 33 floats of
+// shared memory, reusable after the call returns.
+#define AOTC_DEFINE_BLOCK_REDUCE(kind, identity)                              \
+  __device__ __forceinline__ float aotc_block_##kind(float v, float *sh) {    \
+    for (int o = 16; o > 0; o >>= 1)                                          \
+      v = AOTC_COMBINE_##kind(v, __shfl_xor_sync(0xffffffffu, v, o));         \
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;                    \
+    __syncthreads();                                                          \
+    if (threadIdx.x < 32) {                                                   \
+      v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : (identity);     \
+      for (int o = 16; o > 0; o >>= 1)                                        \
+        v = AOTC_COMBINE_##kind(v, __shfl_xor_sync(0xffffffffu, v, o));       \
+      if (threadIdx.x == 0) sh[32] = v;                                       \
+    }                                                                         \
+    __syncthreads();                                                          \
+    v = sh[32];                                                               \
+    __syncthreads();                                                          \
+    return v;                                                                 \
+  }
+AOTC_DEFINE_BLOCK_REDUCE(sum, 0.0f)
+AOTC_DEFINE_BLOCK_REDUCE(max, -AOTC_INF)
+AOTC_DEFINE_BLOCK_REDUCE(min, AOTC_INF)
+#undef AOTC_DEFINE_BLOCK_REDUCE

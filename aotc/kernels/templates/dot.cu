@@ -1,39 +1,76 @@
 // GEMM region: ${what}
 // C[b, m, n] = sum_k A[b, m, k] * B[b, k, n] with B=${batch} M=${m} N=${n} K=${k}.
-// A 16x16 output tile per block of 16x16 threads; 16-deep K tiles of A and B are
-// staged in shared memory (padded to dodge bank conflicts). Operand loads run
-// the region's prologue (transposes, broadcasts, elementwise) as index math;
-// the epilogue (bias, activation, residual) runs on the accumulator.
+// Block tile 64x64, K tile 16, 256 threads each owning a 4x4 micro-tile (rows
+// ty + 16*i, cols tx + 16*j). Shared memory is double-buffered: the next K tile
+// is fetched into registers while the current one is multiplied, so there is
+// one barrier per K tile. Operand loads run the region's prologue (transposes,
+// broadcasts, reshapes) as index math; the epilogue (bias, activation,
+// residual) runs on the accumulators before the single store.
 extern "C" __global__ void __launch_bounds__(256) ${name}(${params}) {
-  __shared__ float As[16][17];
-  __shared__ float Bs[16][17];
+  __shared__ float As[2][16][64 + 4];   // As[buf][k][m]
+  __shared__ float Bs[2][16][64 + 4];   // Bs[buf][k][n]
+  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   const ${idx_t} b = blockIdx.z;
-  const ${idx_t} m = (${idx_t})blockIdx.y * 16 + threadIdx.y;
-  const ${idx_t} n = (${idx_t})blockIdx.x * 16 + threadIdx.x;
-  float acc = 0.0f;
-  for (${idx_t} k0 = 0; k0 < ${k}; k0 += 16) {
-    {
-      const ${idx_t} am = m, ak = k0 + threadIdx.x;
-      float a = 0.0f;
-      if (am < ${m} && ak < ${k}) {
-${load_a}
-      }
-      As[threadIdx.y][threadIdx.x] = a;
-    }
-    {
-      const ${idx_t} bk = k0 + threadIdx.y, bn = n;
-      float bv = 0.0f;
-      if (bk < ${k} && bn < ${n}) {
-${load_b}
-      }
-      Bs[threadIdx.y][threadIdx.x] = bv;
-    }
-    __syncthreads();
+  const ${idx_t} m0 = (${idx_t})blockIdx.y * 64, n0 = (${idx_t})blockIdx.x * 64;
+  float acc[4][4];
 #pragma unroll
-    for (int kk = 0; kk < 16; ++kk) acc += As[threadIdx.y][kk] * Bs[kk][threadIdx.x];
-    __syncthreads();
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+  float ra[4], rb[4];
+  // A tile: 64 (m) x 16 (k); thread t loads k = t & 15, m = (t >> 4) + 16*l.
+  // B tile: 16 (k) x 64 (n); thread t loads n = t & 63, k = (t >> 6) + 4*l.
+  {
+    const ${idx_t} k0 = 0;
+${fetch}
   }
-  if (m < ${m} && n < ${n}) {
+#pragma unroll
+  for (int l = 0; l < 4; ++l) {
+    As[0][threadIdx.x & 15][(threadIdx.x >> 4) + 16 * l] = ra[l];
+    Bs[0][(threadIdx.x >> 6) + 4 * l][threadIdx.x & 63] = rb[l];
+  }
+  __syncthreads();
+  int cur = 0;
+  for (${idx_t} k0 = 0; k0 < ${k}; k0 += 16) {
+    const bool more = k0 + 16 < ${k};
+    if (more) {
+      const ${idx_t} k0n = k0 + 16;
+      {
+        const ${idx_t} k0 = k0n;
+${fetch}
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < 16; ++kk) {
+      float av[4], bw[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) av[i] = As[cur][kk][ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) bw[j] = Bs[cur][kk][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bw[j];
+    }
+    if (more) {
+#pragma unroll
+      for (int l = 0; l < 4; ++l) {
+        As[cur ^ 1][threadIdx.x & 15][(threadIdx.x >> 4) + 16 * l] = ra[l];
+        Bs[cur ^ 1][(threadIdx.x >> 6) + 4 * l][threadIdx.x & 63] = rb[l];
+      }
+    }
+    __syncthreads();
+    cur ^= 1;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const ${idx_t} m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+      if (m < ${m} && n < ${n}) {
+        const float accv = acc[i][j];
 ${epilogue}
+      }
+    }
   }
 }

@@ -67,6 +67,7 @@ struct aotc_engine_s {
   const aotc_section_t *manifest, *plan, *weights, *ptx, *host_lib;
   uint32_t input_count, output_count, kernel_count, launch_count, arg_count;
   uint32_t max_launch_args;
+  char aotc_version[16]; /* validated "MAJOR.MINOR.PATCH[suffix]" */
   uint64_t arena_size, weights_size;
   aotc_tensor_t *tensors; /* inputs, then outputs */
   const char **kernel_names;
@@ -92,6 +93,13 @@ struct aotc_context_s {
   int32_t ref;
   aotc_engine_t *engine;
   aotc_device_t device;
+  aotc_context_options_t options;
+  uint64_t binding_epoch;  /* bumped whenever a bound pointer changes */
+  uint64_t last_run_epoch; /* binding_epoch of the previous run (0: none) */
+  uint64_t graph_epoch;    /* binding_epoch the CUDA graph was captured with */
+  int graph_failed;        /* capture failed once: plain launches from now on */
+  void *graph, *graph_exec; /* cuda: CUgraph, CUgraphExec */
+  void *last_stream;       /* cuda: stream of the last enqueue */
   void *arena;          /* cpu: host arena; cuda: CUdeviceptr cast */
   aotc_binding_t *bindings; /* inputs, then outputs */
   void **params;        /* per-launch kernel parameter pointers */
@@ -115,6 +123,7 @@ aotc_status_t aotc_cuda_check(const aotc_engine_t *engine, char *desc, size_t de
 aotc_status_t aotc_cuda_context_init(aotc_context_t *context);
 void aotc_cuda_context_deinit(aotc_context_t *context);
 aotc_status_t aotc_cuda_staging_alloc(aotc_context_t *context, aotc_binding_t *binding);
-aotc_status_t aotc_cuda_context_run(aotc_context_t *context);
+aotc_status_t aotc_cuda_context_enqueue(aotc_context_t *context, void *stream);
+aotc_status_t aotc_cuda_context_synchronize(aotc_context_t *context);
 
 #endif /* AOTC_INTERNAL_H_ */

@@ -30,10 +30,17 @@
  * set to NULL (or 0) on entry, so they are defined even on error.
  *
  * Thread safety. An engine is immutable after loading and may be shared by
- * any number of threads; retain/release are atomic. A context is NOT thread
- * safe: use one context per thread (or per concurrent request stream).
- * Contexts share the engine's weights and kernels and own their activation
- * arena. Status objects belong to the thread that received them.
+ * any number of threads; retain/release are atomic, and the device state it
+ * loads lazily (host library, CUDA module, device weights) is guarded by a
+ * mutex. A context is NOT thread safe: use one context per thread (or per
+ * concurrent request stream); different contexts run concurrently. Contexts
+ * share the engine's weights and kernels and own their activation arena.
+ * Status objects belong to the thread that received them.
+ *
+ * Hot path. After the first run of a context nothing on the run path
+ * allocates (a status is allocated only to report an error). On cuda the
+ * launch sequence is captured once into a CUDA graph and replayed (see
+ * aotc_context_options_t).
  */
 #ifndef AOTC_RUNTIME_H_
 #define AOTC_RUNTIME_H_
@@ -53,6 +60,12 @@ extern "C" {
 
 /* Engine container version this runtime reads. */
 #define AOTC_ENGINE_FORMAT_VERSION 1
+/* Versions of aotc whose engines this runtime runs: from
+ * AOTC_ENGINE_MIN_AOTC_VERSION up to, not including, the next major version
+ * after AOTC_ENGINE_MAX_AOTC_MAJOR. Patch and minor releases of aotc never
+ * break engines; the format version above guards the byte layout. */
+#define AOTC_ENGINE_MIN_AOTC_VERSION "0.1.0"
+#define AOTC_ENGINE_MAX_AOTC_MAJOR 0
 /* Highest tensor rank an engine may declare. */
 #define AOTC_MAX_RANK 8
 
@@ -156,8 +169,21 @@ AOTC_API aotc_status_t aotc_engine_find_input(const aotc_engine_t *engine, const
                                               size_t *out_index);
 AOTC_API aotc_status_t aotc_engine_find_output(const aotc_engine_t *engine, const char *name,
                                                size_t *out_index);
+/* Same, looked up by name; NOT_FOUND names the missing tensor. */
+AOTC_API aotc_status_t aotc_engine_input_info_by_name(const aotc_engine_t *engine, const char *name,
+                                                      aotc_tensor_info_t *out_info);
+AOTC_API aotc_status_t aotc_engine_output_info_by_name(const aotc_engine_t *engine,
+                                                       const char *name,
+                                                       aotc_tensor_info_t *out_info);
 /* Bytes of activation arena each context allocates. */
 AOTC_API uint64_t aotc_engine_arena_size(const aotc_engine_t *engine);
+/* Device memory the engine needs for `context_count` contexts on one
+ * device: the shared weights once plus one 256-byte aligned arena per
+ * context (I/O buffers are the caller's). UINT64_MAX on overflow. */
+AOTC_API uint64_t aotc_engine_device_memory_size(const aotc_engine_t *engine,
+                                                 size_t context_count);
+/* The aotc version that wrote the engine, e.g. "0.1.0"; owned by the engine. */
+AOTC_API const char *aotc_engine_aotc_version(const aotc_engine_t *engine);
 AOTC_API uint64_t aotc_engine_weights_size(const aotc_engine_t *engine);
 AOTC_API size_t aotc_engine_launch_count(const aotc_engine_t *engine);
 /* The MANIFEST JSON (not NUL-terminated), owned by the engine. */
@@ -166,8 +192,16 @@ AOTC_API aotc_status_t aotc_engine_manifest(const aotc_engine_t *engine, const c
 
 /* Can this runtime run the engine bytes on `device` here? Returns NULL if
  * yes. Either way writes a one-line reason into why[why_len] (if why is not
- * NULL): what would be used ("cubin sm_90", "host build") or what is wrong
- * (format version, checksum, missing arch and no usable PTX, no driver). */
+ * NULL): what would be used ("cubin sm_90", "host build") or what is wrong:
+ *   UNIMPLEMENTED  format version, or an aotc version outside this
+ *                  runtime's range (AOTC_ENGINE_MIN_AOTC_VERSION ...);
+ *   DATA_LOSS      bad magic, checksum, truncation, any invalid field;
+ *   UNAVAILABLE    no driver, driver too old for the engine's kernels, no
+ *                  GPU, no cubin for the GPU's arch and no usable PTX, no
+ *                  host build for this CPU.
+ * Nothing is loaded or executed: the host build is not dlopen'ed, no CUDA
+ * module is created (the driver is asked only for its version and the
+ * device's compute capability). */
 AOTC_API aotc_status_t aotc_engine_check(const void *bytes, size_t size, aotc_device_t device,
                                          char *why, size_t why_len);
 
@@ -175,12 +209,28 @@ AOTC_API aotc_status_t aotc_engine_check(const void *bytes, size_t size, aotc_de
 
 typedef struct aotc_context_s aotc_context_t;
 
+typedef struct aotc_context_options_s {
+  /* cuda: capture the launch sequence into a CUDA graph and replay it
+   * (default 1). A context captures on the second run whose bindings
+   * (pointers) are unchanged since the run before, then replays while they
+   * stay unchanged; a rebind to a new pointer falls back to plain launches
+   * until the pointers are stable again. Ignored on cpu. */
+  int use_cuda_graph;
+} aotc_context_options_t;
+
+AOTC_API void aotc_context_options_initialize(aotc_context_options_t *out_options);
+
 /* Creates an execution context on `device`. The first context of a device
  * loads the engine's kernels for it (host library or CUDA module and device
  * weights); later contexts share them. Each context owns a 256-byte aligned
  * activation arena of aotc_engine_arena_size bytes (device memory on cuda). */
 AOTC_API aotc_status_t aotc_context_create(aotc_engine_t *engine, aotc_device_t device,
                                            aotc_context_t **out_context);
+/* Same with options (NULL: the defaults of aotc_context_options_initialize). */
+AOTC_API aotc_status_t aotc_context_create_with_options(aotc_engine_t *engine,
+                                                        aotc_device_t device,
+                                                        const aotc_context_options_t *options,
+                                                        aotc_context_t **out_context);
 AOTC_API void aotc_context_retain(aotc_context_t *context);
 AOTC_API void aotc_context_release(aotc_context_t *context);
 AOTC_API aotc_device_t aotc_context_device(const aotc_context_t *context);
@@ -203,6 +253,18 @@ AOTC_API aotc_status_t aotc_context_bind_host_output(aotc_context_t *context, co
 
 /* Runs every launch of the engine in order and waits for completion. */
 AOTC_API aotc_status_t aotc_context_run(aotc_context_t *context);
+/* cuda: enqueues one run on `stream` (a CUstream; NULL means the context's
+ * own stream) and returns without waiting: inputs bound with
+ * bind_host_input are uploaded and outputs bound with bind_host_output
+ * downloaded on that stream, so host buffers must stay valid until it is
+ * synchronized (aotc_context_synchronize, or the caller's own sync). Work
+ * queued on `stream` before the call (e.g. producing the inputs) completes
+ * first. cpu: `stream` must be NULL; runs synchronously. */
+AOTC_API aotc_status_t aotc_context_enqueue(aotc_context_t *context, void *stream);
+/* Waits for the stream of the last aotc_context_enqueue (cpu: no-op). */
+AOTC_API aotc_status_t aotc_context_synchronize(aotc_context_t *context);
+/* 1 if the context's next run replays a captured CUDA graph, else 0. */
+AOTC_API int aotc_context_uses_cuda_graph(const aotc_context_t *context);
 
 /* Runtime library version string, e.g. "aotc-runtime 0.1.0 (format 1)". */
 AOTC_API const char *aotc_runtime_version(void);

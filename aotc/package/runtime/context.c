@@ -1,4 +1,8 @@
-/* context.c - execution contexts: arena, bindings, run. */
+/* context.c - execution contexts: arena, bindings, run.
+ *
+ * A context owns its activation arena and its bindings; the engine's
+ * weights and kernels are shared. Every pointer change of a binding bumps
+ * binding_epoch, which tells the cuda device when a captured graph is stale. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +19,20 @@ static void context_destroy(aotc_context_t *x) {
   free(x);
 }
 
+void aotc_context_options_initialize(aotc_context_options_t *out_options) {
+  if (!out_options) return;
+  memset(out_options, 0, sizeof *out_options);
+  out_options->use_cuda_graph = 1;
+}
+
 aotc_status_t aotc_context_create(aotc_engine_t *engine, aotc_device_t device,
                                   aotc_context_t **out_context) {
+  return aotc_context_create_with_options(engine, device, NULL, out_context);
+}
+
+aotc_status_t aotc_context_create_with_options(aotc_engine_t *engine, aotc_device_t device,
+                                               const aotc_context_options_t *options,
+                                               aotc_context_t **out_context) {
   if (!out_context) return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "out_context is NULL");
   *out_context = NULL;
   if (!engine) return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "engine is NULL");
@@ -30,6 +46,9 @@ aotc_status_t aotc_context_create(aotc_engine_t *engine, aotc_device_t device,
   if (!x) return aotc_make_status(AOTC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
   x->ref = 1;
   x->device = device;
+  if (options) x->options = *options;
+  else aotc_context_options_initialize(&x->options);
+  x->binding_epoch = 1;
   x->engine = engine;
   aotc_engine_retain(engine);
   size_t n = (size_t)engine->input_count + engine->output_count;
@@ -89,6 +108,7 @@ static aotc_status_t bind(aotc_context_t *x, int output, const char *name, void 
     return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "%s '%s' bound to NULL",
                             output ? "output" : "input", name);
   aotc_binding_t *b = &x->bindings[slot];
+  void *old = b->bound ? b->ptr : NULL;
   b->size = byte_size;
   if (host && x->device == AOTC_DEVICE_CUDA) {
     AOTC_RETURN_IF_ERROR(aotc_cuda_staging_alloc(x, b));
@@ -99,6 +119,7 @@ static aotc_status_t bind(aotc_context_t *x, int output, const char *name, void 
     b->ptr = ptr;
   }
   b->bound = 1;
+  if (b->ptr != old) ++x->binding_epoch;
   return NULL;
 }
 
@@ -119,13 +140,36 @@ aotc_status_t aotc_context_bind_host_output(aotc_context_t *x, const char *name,
   return bind(x, 1, name, host_ptr, byte_size, 1);
 }
 
-aotc_status_t aotc_context_run(aotc_context_t *x) {
-  if (!x) return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "context is NULL");
-  aotc_engine_t *e = x->engine;
+static aotc_status_t check_bound(const aotc_context_t *x) {
+  const aotc_engine_t *e = x->engine;
   size_t n = (size_t)e->input_count + e->output_count;
   for (size_t i = 0; i < n; ++i)
     if (!x->bindings[i].bound)
       return aotc_make_status(AOTC_STATUS_FAILED_PRECONDITION, "%s '%s' is not bound",
                               i < e->input_count ? "input" : "output", e->tensors[i].name);
-  return x->device == AOTC_DEVICE_CUDA ? aotc_cuda_context_run(x) : aotc_cpu_context_run(x);
+  return NULL;
+}
+
+aotc_status_t aotc_context_enqueue(aotc_context_t *x, void *stream) {
+  if (!x) return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "context is NULL");
+  if (stream && x->device != AOTC_DEVICE_CUDA)
+    return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT,
+                            "a stream was given to a cpu context (cpu runs synchronously)");
+  AOTC_RETURN_IF_ERROR(check_bound(x));
+  if (x->device == AOTC_DEVICE_CUDA) return aotc_cuda_context_enqueue(x, stream);
+  return aotc_cpu_context_run(x);
+}
+
+aotc_status_t aotc_context_synchronize(aotc_context_t *x) {
+  if (!x) return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "context is NULL");
+  return x->device == AOTC_DEVICE_CUDA ? aotc_cuda_context_synchronize(x) : NULL;
+}
+
+aotc_status_t aotc_context_run(aotc_context_t *x) {
+  AOTC_RETURN_IF_ERROR(aotc_context_enqueue(x, NULL));
+  return aotc_context_synchronize(x);
+}
+
+int aotc_context_uses_cuda_graph(const aotc_context_t *x) {
+  return x && x->graph_exec && x->graph_epoch == x->binding_epoch;
 }

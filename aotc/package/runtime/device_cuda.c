@@ -6,8 +6,17 @@
  * matches the device's compute capability (exact, else the newest sm_<major>x
  * not newer than the device), else JIT the PTX if its arch is not newer than
  * the device, and upload the weights once. Per context: a stream and an
- * arena in device memory. Runs push the primary context, launch in order on
- * the context's stream and synchronize.
+ * arena in device memory. A run pushes the primary context and launches in
+ * order on a stream; the second run with unchanged bindings captures the
+ * launch sequence into a CUDA graph (on the context's own stream, thread-
+ * local capture mode) and later runs replay it with one cuGraphLaunch. Host
+ * staging copies stay outside the graph (pageable memory cannot be
+ * captured). Graph entry points are optional: a driver without them, or a
+ * failed capture, means plain launches. Nothing on the run path allocates.
+ *
+ * Driver version: an engine's PTX `.version` names the CUDA release that
+ * made it (ISA 8.4 = CUDA 12.4); JIT needs a driver at least that new, and
+ * cubins need a driver of at least the same major release.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -24,6 +33,8 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
 
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
@@ -31,6 +42,7 @@ typedef struct CUstream_st *CUstream;
 #define CU_JIT_ERROR_LOG_BUFFER 5
 #define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
 #define CU_STREAM_NON_BLOCKING 1
+#define CU_STREAM_CAPTURE_MODE_THREAD_LOCAL 1
 
 static struct {
   aotc_status_code_t code; /* why the driver is unusable, or OK */
@@ -58,6 +70,15 @@ static struct {
   CUresult (*StreamDestroy)(CUstream);
   CUresult (*StreamSynchronize)(CUstream);
   CUresult (*GetErrorString)(CUresult, const char **);
+  CUresult (*DriverGetVersion)(int *);
+  /* optional: CUDA graphs */
+  CUresult (*StreamBeginCapture)(CUstream, int);
+  CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+  CUresult (*GraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+  CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*GraphExecDestroy)(CUgraphExec);
+  CUresult (*GraphDestroy)(CUgraph);
+  int driver_version; /* e.g. 12040 */
 } cu;
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
@@ -91,7 +112,20 @@ static void cu_load(void) {
       {(void **)&cu.StreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy"},
       {(void **)&cu.StreamSynchronize, "cuStreamSynchronize", NULL},
       {(void **)&cu.GetErrorString, "cuGetErrorString", NULL},
+      {(void **)&cu.DriverGetVersion, "cuDriverGetVersion", NULL},
   };
+  struct { void **slot; const char *name; } graph_syms[] = {
+      {(void **)&cu.StreamBeginCapture, "cuStreamBeginCapture_v2"},
+      {(void **)&cu.StreamEndCapture, "cuStreamEndCapture"},
+      {(void **)&cu.GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags"},
+      {(void **)&cu.GraphLaunch, "cuGraphLaunch"},
+      {(void **)&cu.GraphExecDestroy, "cuGraphExecDestroy"},
+      {(void **)&cu.GraphDestroy, "cuGraphDestroy"},
+  };
+  size_t found = 0;
+  for (size_t i = 0; i < sizeof graph_syms / sizeof graph_syms[0]; ++i)
+    found += (*graph_syms[i].slot = dlsym(h, graph_syms[i].name)) != NULL;
+  if (found != sizeof graph_syms / sizeof graph_syms[0]) cu.GraphLaunch = NULL; /* no graphs */
   for (size_t i = 0; i < sizeof syms / sizeof syms[0]; ++i) {
     void *p = dlsym(h, syms[i].name);
     if (!p && syms[i].fallback) p = dlsym(h, syms[i].fallback);
@@ -111,6 +145,7 @@ static void cu_load(void) {
     snprintf(cu.message, sizeof cu.message, "cuInit failed: %s (error %d)", s ? s : "unknown", r);
     return;
   }
+  if (cu.DriverGetVersion(&cu.driver_version) != 0) cu.driver_version = 0;
   cu.code = AOTC_STATUS_OK;
 }
 
@@ -210,12 +245,46 @@ static aotc_status_t select_image(const aotc_engine_t *e, int arch, const aotc_s
                           have, e->ptx ? (e->ptx->tag[0] ? e->ptx->tag : "untagged") : "none");
 }
 
+/* The CUDA release (1000 * major + 10 * minor) that introduced the PTX ISA
+ * named by the engine's PTX `.version` line, or 0 if there is none. */
+static int ptx_cuda_release(const aotc_engine_t *e) {
+  if (!e->ptx) return 0;
+  const char *p = (const char *)e->ptx->data;
+  size_t n = e->ptx->size < 8192 ? (size_t)e->ptx->size : 8192;
+  for (size_t i = 0; i + 10 < n; ++i) {
+    if ((i && p[i - 1] != '\n') || memcmp(p + i, ".version ", 9) != 0) continue;
+    size_t j = i + 9;
+    int major = 0, minor = 0;
+    for (; j < n && p[j] >= '0' && p[j] <= '9' && major < 100; ++j) major = major * 10 + (p[j] - '0');
+    if (j >= n || p[j] != '.') return 0;
+    for (++j; j < n && p[j] >= '0' && p[j] <= '9' && minor < 100; ++j) minor = minor * 10 + (p[j] - '0');
+    if (major == 7) return 11000 + 10 * minor;
+    if (major == 8) return minor <= 5 ? 12000 + 10 * minor : 12010 + 10 * minor; /* 8.6 = 12.7 */
+    if (major >= 9) return (major + 4) * 1000 + 10 * minor;                      /* 9.0 = 13.0 */
+    return 0;
+  }
+  return 0;
+}
+
+/* UNAVAILABLE if the driver is older than the image needs. */
+static aotc_status_t check_driver(const aotc_engine_t *e, const aotc_section_t *img) {
+  int release = ptx_cuda_release(e);
+  int need = img->kind == AOTC_SEC_PTX ? release : release / 1000 * 1000;
+  if (!need || !cu.driver_version || cu.driver_version >= need) return NULL;
+  return aotc_make_status(AOTC_STATUS_UNAVAILABLE,
+                          "NVIDIA driver too old: the engine's %s %s needs CUDA %d.%d, the driver "
+                          "supports %d.%d", img->kind == AOTC_SEC_PTX ? "PTX" : "cubin", img->tag,
+                          need / 1000, need % 1000 / 10, cu.driver_version / 1000,
+                          cu.driver_version % 1000 / 10);
+}
+
 aotc_status_t aotc_cuda_check(const aotc_engine_t *e, char *desc, size_t desc_len) {
   CUdevice dev;
   int arch = 0;
   const aotc_section_t *img;
   AOTC_RETURN_IF_ERROR(device_arch(e->options.cuda_device_ordinal, &dev, &arch));
-  return select_image(e, arch, &img, desc, desc_len);
+  AOTC_RETURN_IF_ERROR(select_image(e, arch, &img, desc, desc_len));
+  return check_driver(e, img);
 }
 
 static aotc_status_t prepare_locked(aotc_engine_t *e, struct aotc_cuda_engine_s *c) {
@@ -224,6 +293,7 @@ static aotc_status_t prepare_locked(aotc_engine_t *e, struct aotc_cuda_engine_s 
   char desc[160];
   AOTC_RETURN_IF_ERROR(device_arch(e->options.cuda_device_ordinal, &c->dev, &arch));
   AOTC_RETURN_IF_ERROR(select_image(e, arch, &img, desc, sizeof desc));
+  AOTC_RETURN_IF_ERROR(check_driver(e, img));
   CU_CHECK(cu.PrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain");
   CU_CHECK(cu.CtxPush(c->ctx), "cuCtxPushCurrent");
   aotc_status_t st = NULL;
@@ -336,9 +406,16 @@ aotc_status_t aotc_cuda_context_init(aotc_context_t *x) {
   return st;
 }
 
+static void graph_drop(aotc_context_t *x) {
+  if (x->graph_exec) cu.GraphExecDestroy((CUgraphExec)x->graph_exec);
+  if (x->graph) cu.GraphDestroy((CUgraph)x->graph);
+  x->graph_exec = x->graph = NULL;
+}
+
 void aotc_cuda_context_deinit(aotc_context_t *x) {
   struct aotc_cuda_engine_s *c = x->engine->cuda;
   if (!c || cu.CtxPush(c->ctx) != 0) return;
+  graph_drop(x);
   size_t n = (size_t)x->engine->input_count + x->engine->output_count;
   for (size_t i = 0; x->bindings && i < n; ++i)
     if (x->bindings[i].staging) cu.MemFree((CUdeviceptr)x->bindings[i].staging);
@@ -361,15 +438,10 @@ aotc_status_t aotc_cuda_staging_alloc(aotc_context_t *x, aotc_binding_t *b) {
   return NULL;
 }
 
-static aotc_status_t run_locked(aotc_context_t *x) {
+/* Every launch of the engine, in order, on stream s. */
+static aotc_status_t launch_all(aotc_context_t *x, CUstream s) {
   aotc_engine_t *e = x->engine;
   struct aotc_cuda_engine_s *c = e->cuda;
-  CUstream s = (CUstream)x->stream;
-  size_t n = (size_t)e->input_count + e->output_count;
-  for (size_t i = 0; i < e->input_count; ++i)
-    if (x->bindings[i].host && x->bindings[i].size)
-      CU_CHECK(cu.MemcpyHtoDAsync(x->bindings[i].staging, x->bindings[i].host, x->bindings[i].size, s),
-               "cuMemcpyHtoDAsync(input)");
   for (uint32_t i = 0; i < e->launch_count; ++i) {
     const aotc_launch_t *l = &e->launches[i];
     for (uint32_t j = 0; j < l->arg_count; ++j) {
@@ -384,6 +456,7 @@ static aotc_status_t run_locked(aotc_context_t *x) {
       x->values[j] = base + a->offset;
       x->params[j] = &x->values[j];
     }
+    /* cuLaunchKernel copies the parameter values: params/values are reused. */
     CUresult r = cu.LaunchKernel(c->fns[l->kernel], l->grid[0], l->grid[1], l->grid[2], l->block[0],
                                  l->block[1], l->block[2], l->smem, s, x->params, NULL);
     if (r != 0) {
@@ -394,18 +467,75 @@ static aotc_status_t run_locked(aotc_context_t *x) {
       return st;
     }
   }
+  return NULL;
+}
+
+/* Captures the launch sequence on the context's own stream into a graph. */
+static aotc_status_t capture(aotc_context_t *x) {
+  CUstream own = (CUstream)x->stream;
+  graph_drop(x);
+  CU_CHECK(cu.StreamBeginCapture(own, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+  aotc_status_t st = launch_all(x, own);
+  CUgraph graph = NULL;
+  CUresult r = cu.StreamEndCapture(own, &graph); /* always ends the capture */
+  if (!st && r != 0) st = cu_error(r, "cuStreamEndCapture");
+  CUgraphExec exec = NULL;
+  if (!st) {
+    r = cu.GraphInstantiateWithFlags(&exec, graph, 0);
+    if (r != 0) st = cu_error(r, "cuGraphInstantiateWithFlags");
+  }
+  if (st) {
+    if (graph) cu.GraphDestroy(graph);
+    return st;
+  }
+  x->graph = graph;
+  x->graph_exec = exec;
+  x->graph_epoch = x->binding_epoch;
+  return NULL;
+}
+
+static aotc_status_t enqueue_locked(aotc_context_t *x, CUstream s) {
+  aotc_engine_t *e = x->engine;
+  size_t n = (size_t)e->input_count + e->output_count;
+  for (size_t i = 0; i < e->input_count; ++i)
+    if (x->bindings[i].host && x->bindings[i].size)
+      CU_CHECK(cu.MemcpyHtoDAsync(x->bindings[i].staging, x->bindings[i].host, x->bindings[i].size, s),
+               "cuMemcpyHtoDAsync(input)");
+  int graphs = x->options.use_cuda_graph && cu.GraphLaunch && !x->graph_failed && e->launch_count;
+  int fresh = x->graph_exec && x->graph_epoch == x->binding_epoch;
+  if (graphs && !fresh && x->last_run_epoch == x->binding_epoch) {
+    aotc_status_t st = capture(x); /* bindings stable for two runs: worth a graph */
+    if (st) {
+      aotc_status_free(st);
+      graph_drop(x);
+      x->graph_failed = 1; /* plain launches report any real launch error below */
+    }
+    fresh = x->graph_exec != NULL;
+  }
+  x->last_run_epoch = x->binding_epoch;
+  x->last_stream = s;
+  if (graphs && fresh) CU_CHECK(cu.GraphLaunch((CUgraphExec)x->graph_exec, s), "cuGraphLaunch");
+  else AOTC_RETURN_IF_ERROR(launch_all(x, s));
   for (size_t i = e->input_count; i < n; ++i)
     if (x->bindings[i].host && x->bindings[i].size)
       CU_CHECK(cu.MemcpyDtoHAsync(x->bindings[i].host, x->bindings[i].staging, x->bindings[i].size, s),
                "cuMemcpyDtoHAsync(output)");
-  CU_CHECK(cu.StreamSynchronize(s), "cuStreamSynchronize (a kernel failed)");
   return NULL;
 }
 
-aotc_status_t aotc_cuda_context_run(aotc_context_t *x) {
+aotc_status_t aotc_cuda_context_enqueue(aotc_context_t *x, void *stream) {
   CU_CHECK(cu.CtxPush(x->engine->cuda->ctx), "cuCtxPushCurrent");
-  aotc_status_t st = run_locked(x);
+  aotc_status_t st = enqueue_locked(x, stream ? (CUstream)stream : (CUstream)x->stream);
   CUcontext popped;
   cu.CtxPop(&popped);
   return st;
+}
+
+aotc_status_t aotc_cuda_context_synchronize(aotc_context_t *x) {
+  CU_CHECK(cu.CtxPush(x->engine->cuda->ctx), "cuCtxPushCurrent");
+  CUresult r = cu.StreamSynchronize(x->last_stream ? (CUstream)x->last_stream : (CUstream)x->stream);
+  CUcontext popped;
+  cu.CtxPop(&popped);
+  if (r != 0) return cu_error(r, "cuStreamSynchronize (a kernel failed)");
+  return NULL;
 }

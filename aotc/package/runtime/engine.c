@@ -5,7 +5,7 @@
  * every section's CRC32 is verified. The byte layout (all little-endian):
  *
  *   header (64): magic "AOTCENG\0" | u32 version | u32 header_size(64) |
- *                char aotc_version[16] | u32 flags(0) | u32 section_count |
+ *                char aotc_version[16] ("0.1.0", NUL-padded) | u32 flags(0) | u32 section_count |
  *                u64 table_offset | u64 file_size | u32 table_crc32 |
  *                u32 header_crc32 (of bytes [0,60))
  *   section entry (48): u32 kind | u32 alignment | char tag[16] |
@@ -44,6 +44,47 @@ static const char *section_name(uint32_t kind) {
   return kind <= 6 ? names[kind] : "?";
 }
 
+/* "MAJOR.MINOR.PATCH" then [A-Za-z0-9.+-]*, NUL-padded to 16 bytes; each
+ * number at most 4 digits. Returns 0 and the numbers, or -1. */
+static int parse_version(const char *v, size_t cap, int out[3]) {
+  size_t i = 0;
+  for (int part = 0; part < 3; ++part) {
+    int n = 0, digits = 0;
+    while (i < cap && v[i] >= '0' && v[i] <= '9' && digits < 5) {
+      n = n * 10 + (v[i++] - '0');
+      ++digits;
+    }
+    if (digits == 0 || digits > 4) return -1;
+    out[part] = n;
+    if (part < 2 && (i >= cap || v[i++] != '.')) return -1;
+  }
+  for (; i < cap && v[i]; ++i)
+    if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
+          (v[i] >= '0' && v[i] <= '9') || v[i] == '.' || v[i] == '+' || v[i] == '-'))
+      return -1;
+  for (; i < cap; ++i)
+    if (v[i]) return -1;
+  return 0;
+}
+
+static aotc_status_t check_aotc_version(aotc_engine_t *e, const uint8_t *field) {
+  char v[17];
+  memcpy(v, field, 16);
+  v[16] = 0;
+  int got[3], min[3];
+  if (v[15] != 0 || parse_version(v, 16, got) != 0)
+    return DATA_LOSS("header aotc version is not a NUL-padded 'MAJOR.MINOR.PATCH'");
+  memcpy(e->aotc_version, v, 16);
+  parse_version(AOTC_ENGINE_MIN_AOTC_VERSION, sizeof AOTC_ENGINE_MIN_AOTC_VERSION, min);
+  int older = got[0] != min[0] ? got[0] < min[0] : got[1] != min[1] ? got[1] < min[1] : got[2] < min[2];
+  if (older || got[0] > AOTC_ENGINE_MAX_AOTC_MAJOR)
+    return aotc_make_status(AOTC_STATUS_UNIMPLEMENTED,
+                            "engine written by aotc %s; this runtime runs engines from aotc %s "
+                            "up to %d.x", v, AOTC_ENGINE_MIN_AOTC_VERSION,
+                            AOTC_ENGINE_MAX_AOTC_MAJOR);
+  return NULL;
+}
+
 static const uint64_t dtype_sizes[9] = {0, 4, 2, 2, 8, 4, 1, 1, 1};
 
 static int tag_ok(const char *tag, uint32_t kind) {
@@ -70,6 +111,7 @@ static aotc_status_t parse_sections(aotc_engine_t *e) {
                             "engine format version %u is not supported (this runtime reads %d)",
                             version, AOTC_ENGINE_FORMAT_VERSION);
   if (aotc_crc32(d, 60) != rd32(d + 60)) return DATA_LOSS("header checksum mismatch");
+  AOTC_RETURN_IF_ERROR(check_aotc_version(e, d + 16));
   uint32_t flags = rd32(d + 32), count = rd32(d + 36);
   uint64_t table = rd64(d + 40), fsize = rd64(d + 48);
   if (rd32(d + 12) != 64 || flags != 0)
@@ -370,6 +412,15 @@ size_t aotc_engine_input_count(const aotc_engine_t *e) { return e ? e->input_cou
 size_t aotc_engine_output_count(const aotc_engine_t *e) { return e ? e->output_count : 0; }
 uint64_t aotc_engine_arena_size(const aotc_engine_t *e) { return e ? e->arena_size : 0; }
 uint64_t aotc_engine_weights_size(const aotc_engine_t *e) { return e ? e->weights_size : 0; }
+const char *aotc_engine_aotc_version(const aotc_engine_t *e) { return e ? e->aotc_version : ""; }
+
+uint64_t aotc_engine_device_memory_size(const aotc_engine_t *e, size_t context_count) {
+  if (!e) return 0;
+  uint64_t arena = (e->arena_size + AOTC_ALIGN - 1) / AOTC_ALIGN * AOTC_ALIGN;
+  if (arena < e->arena_size || (context_count && arena > (UINT64_MAX - e->weights_size) / context_count))
+    return UINT64_MAX;
+  return e->weights_size + arena * (uint64_t)context_count;
+}
 size_t aotc_engine_launch_count(const aotc_engine_t *e) { return e ? e->launch_count : 0; }
 
 static aotc_status_t tensor_info(const aotc_engine_t *e, int output, size_t index,
@@ -417,6 +468,24 @@ aotc_status_t aotc_engine_find_input(const aotc_engine_t *e, const char *name, s
 }
 aotc_status_t aotc_engine_find_output(const aotc_engine_t *e, const char *name, size_t *out) {
   return find_tensor(e, 1, name, out);
+}
+
+static aotc_status_t info_by_name(const aotc_engine_t *e, int output, const char *name,
+                                  aotc_tensor_info_t *out_info) {
+  if (!out_info) return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "out_info is NULL");
+  memset(out_info, 0, sizeof *out_info);
+  size_t index = 0;
+  AOTC_RETURN_IF_ERROR(find_tensor(e, output, name, &index));
+  return tensor_info(e, output, index, out_info);
+}
+
+aotc_status_t aotc_engine_input_info_by_name(const aotc_engine_t *e, const char *name,
+                                             aotc_tensor_info_t *out) {
+  return info_by_name(e, 0, name, out);
+}
+aotc_status_t aotc_engine_output_info_by_name(const aotc_engine_t *e, const char *name,
+                                              aotc_tensor_info_t *out) {
+  return info_by_name(e, 1, name, out);
 }
 
 aotc_status_t aotc_engine_manifest(const aotc_engine_t *e, const char **out_json, size_t *out_size) {

@@ -1,0 +1,239 @@
+"""algsimp: local algebraic simplification, one node at a time.
+
+Guarantees (each rewrite gives the same values, bit for bit, except where noted):
+- identity ops disappear: reshape/broadcast to the same shape, transpose by the
+  identity, convert to the same dtype, full slices, zero pads, one-operand
+  concatenation, reduce over no axes, reduce_window with a 1-element window;
+- x * 1, 1 * x, x + 0, 0 + x, x - 0, x / 1, x ** 1 and neg(neg(x)) become x
+  (for x = -0.0, x + 0 was +0.0 and is now -0.0: equal as numbers);
+- transpose of transpose composes into one transpose (or none), reshape of
+  reshape into one reshape, broadcast of broadcast into one broadcast;
+- convert of convert becomes one convert when the middle type holds every
+  value of the source type exactly (i8 -> i32 -> f32, f16 -> f32 -> f16);
+- a constant-valued operand (a constant whose elements are all equal) read
+  through reshape/transpose/broadcast/slice becomes a broadcast of one 0-d
+  constant, which CSE merges and kernels inline as a literal;
+- x / C for a constant C (or a broadcast of one) becomes x * (1 / C):
+  exactly when every element of C is a power of two whose reciprocal is a
+  normal number of the dtype; otherwise only for f32, where x * fl(1/C)
+  differs from x / C by at most 1.5 ulp (relative 1.8e-7) -- the trade every
+  GPU compiler makes, since a multiply is several times cheaper than a
+  division. f16/bf16 divisions that are not exact stay divisions.
+
+Leaves alone: integer division (truncation), x * 0 (NaN and inf operands),
+anything whose simplification would alias a graph output to a graph input or
+constant (outputs stay node results), and everything non-local (that is
+transpose-sink, bn-fold, cse).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from aotc.hlo_passes.rewrite import Rewriter
+from aotc.ir import dtypes, ops
+from aotc.ir.graph import Graph, Node, Value
+
+# source dtype -> dtypes that hold each of its values exactly
+_EXACT_WIDER = {
+    "bool": {"bool", "u8", "i8", "i32", "i64", "f16", "bf16", "f32"},
+    "u8": {"u8", "i32", "i64", "f16", "bf16", "f32"},
+    "i8": {"i8", "i32", "i64", "f16", "bf16", "f32"},
+    "i32": {"i32", "i64"},
+    "i64": {"i64"},
+    "f16": {"f16", "f32"},
+    "bf16": {"bf16", "f32"},
+    "f32": {"f32"},
+}
+
+
+def _identity(n: Node, x: Value) -> bool:
+    a = n.attrs
+    out = n.outputs[0]
+    if out.type != x.type:
+        return False
+    if n.op in ("reshape", "convert"):
+        return True
+    if n.op == "transpose":
+        return tuple(a["permutation"]) == tuple(range(x.type.rank))
+    if n.op == "broadcast_in_dim":
+        return tuple(a["broadcast_dimensions"]) == tuple(range(x.type.rank))
+    if n.op == "slice":
+        return all(k == 1 for k in a["stride"])
+    if n.op == "pad":
+        return True
+    if n.op == "concatenate":
+        return len(n.inputs) == 1
+    if n.op == "reduce":
+        return not a["axes"]
+    if n.op == "reduce_window":
+        return all(w == 1 for w in a["window"]) and all(s == 1 for s in a["strides"])
+    return False
+
+
+def _power_of_two_reciprocal(c: np.ndarray, dt) -> np.ndarray | None:
+    """1/c when it is exact and normal in `dt` for every element, else None."""
+    c64 = c.astype(np.float64)
+    if c64.size == 0 or not np.all(np.isfinite(c64)) or np.any(c64 == 0):
+        return None
+    mant, _ = np.frexp(np.abs(c64))
+    if not np.all(mant == 0.5):
+        return None
+    r = 1.0 / c64
+    info = np.finfo(np.float32) if dt == dtypes.bf16 else np.finfo(dt.np)
+    if np.any(np.abs(r) < info.tiny) or np.any(np.abs(r) > info.max):
+        return None
+    return r
+
+
+_SPLAT_THROUGH = ("broadcast_in_dim", "reshape", "transpose", "slice")
+
+
+class _Simplifier:
+    def __init__(self, graph: Graph):
+        self.rw = Rewriter(graph)
+
+    def run(self) -> Graph:
+        rw = self.rw
+        for n in rw.graph.nodes:
+            new = self.simplify(n) if len(n.outputs) == 1 else None
+            if new is not None and rw.can_replace(n.outputs[0], new):
+                rw.replace(n.outputs[0], new)
+            else:
+                rw.keep(n)
+        return rw.finish()
+
+    def producer(self, v: Value) -> Node | None:
+        return self.rw.made.get(self.rw.get(v))
+
+    def simplify(self, n: Node) -> Value | None:
+        rw = self.rw
+        ins = [rw.get(v) for v in n.inputs]
+        out = n.outputs[0]
+        if ins and _identity(n, ins[0]):
+            return ins[0]
+        handler = getattr(self, "_" + n.op, None)
+        result = handler(n, ins) if handler is not None else None
+        if result is None and n.op in _SPLAT_THROUGH:
+            result = self._splat_through(n, ins[0])
+        if result is not None and result.type != out.type:
+            return None
+        return result
+
+    # -- arithmetic identities
+    def _is(self, v: Value, k) -> bool:
+        s = self.rw.splat(v)
+        return s is not None and s == k
+
+    def _mul(self, n, ins):
+        a, b = ins
+        if self._is(b, 1):
+            return a
+        if self._is(a, 1):
+            return b
+        return None
+
+    def _add(self, n, ins):
+        a, b = ins
+        if self._is(b, 0):
+            return a
+        if self._is(a, 0):
+            return b
+        return None
+
+    def _sub(self, n, ins):
+        return ins[0] if self._is(ins[1], 0) else None
+
+    def _pow(self, n, ins):
+        return ins[0] if self._is(ins[1], 1) else None
+
+    def _neg(self, n, ins):
+        p = self.producer(ins[0])
+        return p.inputs[0] if p is not None and p.op == "neg" else None
+
+    def _div(self, n, ins):
+        a, b = ins
+        if self._is(b, 1):
+            return a
+        dt = a.dtype
+        if not dt.is_float:
+            return None
+        rw = self.rw
+        p = self.producer(b)
+        bcast = p if p is not None and p.op == "broadcast_in_dim" else None
+        src = rw.get(bcast.inputs[0]) if bcast is not None else b
+        c = rw.constants.get(src)
+        if c is None:
+            return None
+        recip = _power_of_two_reciprocal(c, dt)
+        if recip is None:
+            if dt != dtypes.f32:
+                return None
+            with np.errstate(all="ignore"):
+                recip = (np.float32(1) / c.astype(np.float32))
+            if not np.all(np.isfinite(recip)):
+                return None
+        r = rw.constant(recip.astype(dt.np), f"{src.name}.recip", dt)
+        if bcast is not None:
+            r = rw.add("broadcast_in_dim", r, name=n.name, **bcast.attrs)
+        return rw.add("mul", a, r, name=n.name)
+
+    # -- data movement
+    def _transpose(self, n, ins):
+        p = self.producer(ins[0])
+        if p is None or p.op != "transpose":
+            return None
+        inner, outer = p.attrs["permutation"], n.attrs["permutation"]
+        perm = tuple(inner[i] for i in outer)
+        src = self.rw.get(p.inputs[0])
+        if perm == tuple(range(len(perm))):
+            return src
+        return self.rw.add("transpose", src, name=n.name, permutation=perm)
+
+    def _reshape(self, n, ins):
+        p = self.producer(ins[0])
+        if p is None or p.op != "reshape":
+            return None
+        src = self.rw.get(p.inputs[0])
+        if src.shape == n.outputs[0].shape:
+            return src
+        return self.rw.add("reshape", src, name=n.name, shape=tuple(n.attrs["shape"]))
+
+    def _broadcast_in_dim(self, n, ins):
+        p = self.producer(ins[0])
+        if p is None or p.op != "broadcast_in_dim":
+            return None
+        inner, outer = p.attrs["broadcast_dimensions"], n.attrs["broadcast_dimensions"]
+        return self.rw.add("broadcast_in_dim", self.rw.get(p.inputs[0]), name=n.name,
+                           shape=tuple(n.attrs["shape"]), broadcast_dimensions=tuple(outer[d] for d in inner))
+
+    def _convert(self, n, ins):
+        p = self.producer(ins[0])
+        if p is None or p.op != "convert":
+            return None
+        src = self.rw.get(p.inputs[0])
+        if p.outputs[0].dtype.name not in _EXACT_WIDER[src.dtype.name]:
+            return None
+        if src.dtype == n.outputs[0].dtype:
+            return src
+        return self.rw.add("convert", src, name=n.name, dtype=n.attrs["dtype"])
+
+    def _splat_through(self, n, x):
+        """An injective op of a constant-valued tensor: a broadcast of one 0-d constant."""
+        out = n.outputs[0]
+        s = self.rw.splat(x)
+        if s is None or out.type.size <= 1:
+            return None
+        p = self.producer(x)
+        src = self.rw.get(p.inputs[0]) if p is not None and p.op == "broadcast_in_dim" else None
+        if n.op == "broadcast_in_dim" and src is not None and src.type.rank == 0:
+            return None     # already canonical
+        if n.op == "broadcast_in_dim" and x in self.rw.constants and x.type.rank == 0:
+            return None
+        rw = self.rw
+        c = rw.constant(np.array(s, dtype=out.dtype.np), f"{n.name or 'splat'}.scalar", out.dtype)
+        return rw.add("broadcast_in_dim", c, name=n.name, shape=out.shape, broadcast_dimensions=())
+
+
+def run(graph: Graph) -> Graph:
+    """A new Graph with the local simplifications above applied in one sweep."""
+    return _Simplifier(graph).run()

@@ -1,0 +1,105 @@
+"""merge-dots: sibling matmuls that read the same activation become one GEMM.
+
+Transformers project one activation three times (Q, K, V) with three
+weight matrices: three GEMM launches that each read the activation. When
+several `dot_general`s share their LHS and have constant 2-D RHS weights
+with the same contraction, this pass concatenates the weights (and, when
+every one of them is followed by a bias add, the biases) and computes one
+wider GEMM; each original result becomes a `slice` of it, which fusion folds
+into the consumers as index math.
+
+Guarantees: results are unchanged up to float summation order (each output
+element is the same dot product). Leaves alone: dots whose RHS is not a
+constant, batched dots, groups where some members have a bias and others do
+not, and dots whose result (or bias-add result) is a graph output.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from aotc.hlo_passes.rewrite import Rewriter
+from aotc.ir.graph import Graph, Node, Value
+
+
+def _bias_of(d: Node, users, producer, constants, outputs):
+    """(add node, 1-D bias array) when d's only user adds a per-column constant bias."""
+    us = users.get(d.outputs[0], [])
+    if len(us) != 1 or us[0].op != "add" or d.outputs[0] in outputs:
+        return None
+    add = us[0]
+    other = add.inputs[1] if add.inputs[0] is d.outputs[0] else add.inputs[0]
+    bc = producer.get(other)
+    rank = d.outputs[0].type.rank
+    if bc is None or bc.op != "broadcast_in_dim" or tuple(bc.attrs["broadcast_dimensions"]) != (rank - 1,):
+        return None
+    b = constants.get(bc.inputs[0])
+    if b is None or b.ndim != 1 or b.shape[0] != d.outputs[0].shape[-1] or add.outputs[0] in outputs:
+        return None
+    return add, b
+
+
+def _key(d: Node, constants):
+    a = d.attrs
+    w = constants.get(d.inputs[1])
+    if (w is None or w.ndim != 2 or a["lhs_batch"] or a["rhs_batch"] or len(a["lhs_contract"]) != 1
+            or tuple(a["rhs_contract"]) not in ((0,), (1,))):
+        return None
+    # the free dim of the RHS must be the result's last dim: a single-LHS-free-dims dot
+    return (d.inputs[0], tuple(a["lhs_contract"]), tuple(a["rhs_contract"]), str(w.dtype), w.shape[a["rhs_contract"][0]])
+
+
+def run(graph: Graph) -> Graph:
+    users, producer, outputs = graph.users(), graph.producers(), set(graph.outputs)
+    groups: dict[tuple, list[Node]] = {}
+    for n in graph.nodes:
+        if n.op == "dot_general" and n.outputs[0] not in outputs:
+            k = _key(n, graph.constants)
+            if k is not None:
+                groups.setdefault(k, []).append(n)
+    plans = {}
+    for key, dots in groups.items():
+        if len(dots) < 2:
+            continue
+        biases = [_bias_of(d, users, producer, graph.constants, outputs) for d in dots]
+        if any(b is None for b in biases) and not all(b is None for b in biases):
+            continue
+        plans[dots[0]] = (key, dots, biases)
+    if not plans:
+        return graph.with_nodes(graph.nodes)
+    rw = Rewriter(graph)
+    skip: set[Node] = set()
+    for plan in plans.values():
+        for d, bias in zip(plan[1][1:], plan[2][1:]):
+            skip.add(d)
+        for bias in plan[2]:
+            if bias is not None:
+                skip.add(bias[0])
+    for n in graph.nodes:
+        if n in plans:
+            _emit_merged(rw, graph, *plans[n])
+        elif n not in skip:
+            rw.keep(n)
+    return rw.finish()
+
+
+def _emit_merged(rw: Rewriter, graph: Graph, key, dots: list[Node], biases):
+    rc = key[2][0]
+    ws = [graph.constants[d.inputs[1]] for d in dots]
+    w = np.concatenate(ws, axis=1 - rc)
+    wv = rw.constant(w, f"{dots[0].name}.merged_w", dots[0].inputs[1].dtype)
+    a = dots[0].attrs
+    y = rw.add("dot_general", dots[0].inputs[0], wv, name=f"{dots[0].name}.merged", lhs_batch=(), rhs_batch=(),
+               lhs_contract=a["lhs_contract"], rhs_contract=a["rhs_contract"])
+    if biases[0] is not None:
+        bv = rw.constant(np.concatenate([b for _, b in biases]), f"{dots[0].name}.merged_b", y.dtype)
+        bb = rw.add("broadcast_in_dim", bv, shape=y.shape, broadcast_dimensions=(y.type.rank - 1,))
+        y = rw.add("add", y, bb, name=f"{biases[0][0].name}.merged")
+    off = 0
+    for d, bias in zip(dots, biases):
+        old: Value = bias[0].outputs[0] if bias is not None else d.outputs[0]
+        n = old.shape[-1]
+        start = (0,) * (y.type.rank - 1) + (off,)
+        limit = y.shape[:-1] + (off + n,)
+        s = rw.add("slice", y, hint=old.name, start=start, limit=limit, stride=(1,) * y.type.rank)
+        rw.replace(old, s)
+        off += n

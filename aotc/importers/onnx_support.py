@@ -1,0 +1,90 @@
+"""What the ONNX importer supports, as data: the source of `aotc ops` and docs/onnx_ops.md.
+
+One row per default-domain op type with a converter: the opset range aotc
+accepts and the restrictions a user must know (constant shape inputs, modes
+not implemented, float-only ops). The converter table itself
+(onnx_ops.CONVERTERS) decides what exists; this module only adds the notes,
+so the list can never claim an op without a converter. Regenerate the docs
+page with `python -m aotc.importers.onnx_support > docs/onnx_ops.md`.
+"""
+from __future__ import annotations
+
+OPSET_MIN = 7
+DTYPES = "float32, float16, bfloat16, int64, int32, int8, uint8, bool"
+_SHAPE_IN = "shape-carrying inputs must be constants (aotc shapes are static)"
+_N2 = "decomposed into compare/select/reduce: O(n^2) per row of the axis"
+
+RESTRICTIONS: dict[str, str] = {
+    "ArgMax": "", "ArgMin": "",
+    "AveragePool": "float only",
+    "BatchNormalization": "inference only (training_mode=0), output Y only",
+    "BitShift": "integer types of the IR (uint8 and signed ints); out-of-range shifts saturate",
+    "Cast": f"to and from {DTYPES}", "CastLike": f"{DTYPES}",
+    "CenterCropPad": f"{_SHAPE_IN}",
+    "Compress": "condition must be a constant (the output shape depends on it)",
+    "Constant": "no sparse or string values",
+    "ConstantOfShape": _SHAPE_IN,
+    "Conv": "float only", "ConvTranspose": "float only; no output_shape attribute or auto_pad",
+    "ConvInteger": "computed in f32 (exact while partial sums stay below 2**24)",
+    "CumSum": f"axis must be a constant; {_N2}",
+    "DequantizeLinear": "uint8/int8/int32 inputs; per-tensor, per-axis and blocked scales",
+    "Dropout": "inference only (identity)",
+    "DynamicQuantizeLinear": "",
+    "Einsum": "float only",
+    "Expand": _SHAPE_IN,
+    "EyeLike": "",
+    "GatherND": "", "GatherElements": "",
+    "Gelu": "approximate='none' or 'tanh'",
+    "GroupNormalization": "",
+    "HannWindow": "size must be a constant", "HammingWindow": "size must be a constant",
+    "BlackmanWindow": "size must be a constant",
+    "LpNormalization": "p=1 or p=2",
+    "MatMul": "float only", "Gemm": "float only",
+    "MatMulInteger": "computed in f32 (exact while partial sums stay below 2**24)",
+    "MaxPool": "no Indices output",
+    "NonZero": "input must be a constant (the output shape depends on its values)",
+    "OneHot": "depth must be a constant",
+    "Pad": f"all modes; {_SHAPE_IN}",
+    "QLinearConv": "float math: dequantize, conv, requantize",
+    "QLinearMatMul": "float math: dequantize, matmul, requantize",
+    "QuantizeLinear": "uint8/int8/int32 outputs (saturating); per-tensor, per-axis and blocked",
+    "Range": "start/limit/delta must be constants",
+    "Reshape": _SHAPE_IN,
+    "Resize": "nearest/linear/cubic, all coordinate modes; no antialias; sizes/scales/roi constant",
+    "ReverseSequence": "sequence_lens must be a constant",
+    "ScatterElements": f"reduction none/add/mul/max/min; {_N2.replace('per row of the axis', '(data x updates)')}",
+    "Scatter": "as ScatterElements",
+    "ScatterND": f"reduction none/add/mul/max/min; {_N2.replace('per row of the axis', '(data x updates)')}",
+    "Slice": _SHAPE_IN, "Split": _SHAPE_IN, "Squeeze": _SHAPE_IN, "Unsqueeze": _SHAPE_IN, "Tile": _SHAPE_IN,
+    "TopK": f"K must be a constant; {_N2}",
+    "Upsample": "nearest/linear",
+    "ReduceSum": "axes must be constants", "ReduceMean": "axes must be constants",
+}
+
+
+def support_table() -> list[dict]:
+    """One dict per supported op type: op_type, opset_min, opset_max, restrictions."""
+    import onnx
+    from aotc.importers.onnx_ops import CONVERTERS
+    import aotc.importers.onnx  # noqa: F401  (registers every converter module)
+    newest = onnx.defs.onnx_opset_version()
+    return [{"op_type": op, "domain": "ai.onnx", "opset_min": OPSET_MIN, "opset_max": newest,
+             "restrictions": RESTRICTIONS.get(op, "")} for op in sorted(CONVERTERS)]
+
+
+def render_markdown(rows: list[dict] | None = None) -> str:
+    rows = support_table() if rows is None else rows
+    lines = ["# ONNX ops supported by aotc", "",
+             "Generated from `aotc/importers/onnx_support.py` (the same data as `aotc ops`); "
+             "a test checks that this page matches it.", "",
+             f"{len(rows)} op types of the default domain. Data types: {DTYPES} "
+             "(float64, float8/float4, int4/int2, int16/uint16/uint32/uint64 and strings are not supported). "
+             "Conformance: `python -m pytest tests/onnx_backend --run-slow` runs the ONNX node test suite.", "",
+             "| op type | opsets | restrictions |", "|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['op_type']} | {r['opset_min']}-{r['opset_max']} | {r['restrictions'] or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")

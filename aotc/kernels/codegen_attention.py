@@ -1,0 +1,56 @@
+"""Attention regions -> one flash-attention kernel (templates/attention.cu).
+
+The region holds the whole softmax(f(Q·K))·V pattern (aotc/fusion/attention.py)
+plus the index math that brings Q, K, V into place. Loads of Q, K and V run
+that prologue; the score chain f (scale, additive mask) is evaluated per
+(query, key) with the Q·K dot product as an override; the epilogue runs on
+each output element.
+"""
+from __future__ import annotations
+
+import math
+
+from aotc.fusion.attention import free_dim
+from aotc.kernels.codegen import MAX_GRID, Kernel, _Builder, _unravel
+
+
+def _operand(b: _Builder, value, dot, side: str, batch_idx, row: str, col: str, indent: int, var: str) -> str:
+    """Code setting `var` to operand `side` of `dot` at (batch, row = free dim, col = contracted dim)."""
+    em = b.emitter(indent=indent)
+    idx = [""] * value.type.rank
+    for d, e in zip(dot.attrs[f"{side}_batch"], batch_idx):
+        idx[d] = e
+    idx[dot.attrs[f"{side}_contract"][0]] = col
+    idx[free_dim(dot, side)] = row
+    em.emit(f"{var} = {em.value(value, idx)};")
+    return em.text()
+
+
+def generate_attention(b: _Builder) -> Kernel:
+    region = b.region
+    m = region.attention
+    qk, pv = m.qk, m.pv
+    q, k = qk.inputs
+    v = pv.inputs[1]
+    out = pv.outputs[0]
+    nbatch = math.prod(m.batch_shape)
+    em_b = b.emitter(indent=2)
+    batch_idx = _unravel(em_b, "bh", m.batch_shape, "z") if m.batch_shape else []
+    load_q = _operand(b, q, qk, "lhs", batch_idx, "i", "d", 4, "q")
+    load_k = _operand(b, k, qk, "rhs", batch_idx, "j", "d", 5, "kv")
+    load_v = _operand(b, v, pv, "rhs", batch_idx, "d", "j", 5, "vv")
+    em_s = b.emitter(indent=4, overrides={qk.outputs[0]: "qk"})
+    em_s.emit(f"s = {em_s.value(m.scores, list(batch_idx) + ['i', 'j'])};")
+    em_e = b.emitter(indent=5, overrides={out: "accv"})
+    root = region.root
+    if root.shape == out.shape:
+        idx = list(batch_idx) + ["i", "d"]
+    else:           # a reshaping epilogue: index the root by the output's linear index
+        em_e.emit(f"const {b.idx_t} lin = (bh * {m.sq} + i) * {m.dv} + d;")
+        idx = _unravel(em_e, "lin", root.shape, "e")
+    b.store_root(em_e, idx)
+    slots = dict(batch_index=em_b.text(), load_q=load_q, load_k=load_k, load_v=load_v, score=em_s.text(),
+                 epilogue=em_e.text(), nbatch=nbatch, sq=m.sq, sk=m.sk, dh=m.dh, dv=m.dv,
+                 dv_per_lane=math.ceil(m.dv / 32))
+    tiles = nbatch * math.ceil(m.sq / 8)
+    return b.finish("attention", slots, (max(1, min(tiles, MAX_GRID)), 1, 1), (256, 1, 1))

@@ -1,0 +1,86 @@
+// aotc_mma.cuh: aotc's own tensor-core wrappers, each with a host fallback.
+//
+// aotc_mma_m16n8k16_<t>(d, a, b, c): one warp computes D(16x8, f32) =
+// A(16x16, row) * B(16x8, col) + C with t = f16 or bf16 inputs, fragments laid
+// out as PTX's mma.m16n8k16 defines them (g = lane / 4, t = lane % 4):
+//   a[0] = A[g][2t..2t+1]     a[1] = A[g+8][2t..2t+1]
+//   a[2] = A[g][2t+8..2t+9]   a[3] = A[g+8][2t+8..2t+9]
+//   b[0] = B[2t..2t+1][g]     b[1] = B[2t+8..2t+9][g]
+//   c/d[0..1] = C[g][2t..2t+1]   c/d[2..3] = C[g+8][2t..2t+1]
+// On the GPU it is one mma.sync instruction (sm_80+). On the host the 32 lanes
+// publish their fragments in a per-warp scratch, synchronize, and each lane
+// computes its four outputs in f32: the same arithmetic contract.
+#pragma once
+
+#if defined(AOTC_HOST_EMU)
+#include <cstring>
+
+__device__ __forceinline__ float aotc_mma_half_(unsigned word, int hi, bool bf16) {
+  const unsigned short bits = (unsigned short)(hi ? (word >> 16) : (word & 0xffffu));
+  if (bf16) {
+    __nv_bfloat16 h;
+    std::memcpy(&h, &bits, 2);
+    return __bfloat162float(h);
+  }
+  __half h;
+  std::memcpy(&h, &bits, 2);
+  return __half2float(h);
+}
+
+__device__ __forceinline__ void aotc_mma_host_(float d[4], const unsigned a[4], const unsigned b[2],
+                                               const float c[4], bool bf16) {
+  __shared__ unsigned scratch[32][32][6];      // [warp][lane][a0..a3, b0, b1]
+  const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const unsigned warp = tid >> 5, lane = tid & 31;
+  for (int r = 0; r < 4; ++r) scratch[warp][lane][r] = a[r];
+  scratch[warp][lane][4] = b[0];
+  scratch[warp][lane][5] = b[1];
+  __syncwarp();
+  const int g = lane >> 2, t = lane & 3;
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+    float sum = 0.0f;
+    for (int k = 0; k < 16; ++k) {
+      const unsigned alane = (row & 7) * 4 + ((k & 7) >> 1);
+      const unsigned areg = (row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
+      const unsigned blane = col * 4 + ((k & 7) >> 1);
+      const unsigned breg = 4 + (k >= 8 ? 1 : 0);
+      sum += aotc_mma_half_(scratch[warp][alane][areg], k & 1, bf16) *
+             aotc_mma_half_(scratch[warp][blane][breg], k & 1, bf16);
+    }
+    d[i] = c[i] + sum;
+  }
+  __syncwarp();                                  // the scratch is reused by the next call
+}
+
+__device__ __forceinline__ void aotc_mma_m16n8k16_f16(float d[4], const unsigned a[4], const unsigned b[2],
+                                                      const float c[4]) {
+  aotc_mma_host_(d, a, b, c, false);
+}
+__device__ __forceinline__ void aotc_mma_m16n8k16_bf16(float d[4], const unsigned a[4], const unsigned b[2],
+                                                       const float c[4]) {
+  aotc_mma_host_(d, a, b, c, true);
+}
+
+#else
+
+__device__ __forceinline__ void aotc_mma_m16n8k16_f16(float d[4], const unsigned a[4], const unsigned b[2],
+                                                      const float c[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%11,%12,%13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+        "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+__device__ __forceinline__ void aotc_mma_m16n8k16_bf16(float d[4], const unsigned a[4], const unsigned b[2],
+                                                       const float c[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%11,%12,%13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+        "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
+#endif

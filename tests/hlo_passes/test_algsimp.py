@@ -1,0 +1,139 @@
+import numpy as np
+import pytest
+
+from aotc.hlo_passes import algsimp, cse, dce
+from aotc.hlo_passes.verify import verify
+from aotc.ir.graph import GraphBuilder
+from aotc.ir.interpreter import interpret
+
+from ._graphs import assert_same_fresh, assert_unchanged, counts, random_inputs, scalar_constant, snapshot
+
+
+def simplify(g):
+    out = dce.run(cse.run(algsimp.run(g)))
+    verify(out)
+    return out
+
+
+def _bcast(b, value, shape, dtype="f32"):
+    from aotc.ir import dtypes
+    return b.add("broadcast_in_dim", scalar_constant(b, value, dtype=dtypes.from_name(dtype)), shape=shape,
+                 broadcast_dimensions=())
+
+
+def test_identities_disappear():
+    b = GraphBuilder()
+    x = b.input("x", (3, 4))
+    y = b.add("mul", x, _bcast(b, 1.0, (3, 4)))
+    y = b.add("add", _bcast(b, 0.0, (3, 4)), y)
+    y = b.add("sub", y, _bcast(b, 0.0, (3, 4)))
+    y = b.add("div", y, _bcast(b, 1.0, (3, 4)))
+    y = b.add("reshape", y, shape=(3, 4))
+    y = b.add("transpose", y, permutation=(0, 1))
+    y = b.add("convert", y, dtype="f32")
+    y = b.add("slice", y, start=(0, 0), limit=(3, 4), stride=(1, 1))
+    y = b.add("neg", b.add("neg", y))
+    z = b.add("exp", y)
+    g = b.build([z])
+    snap = snapshot(g)
+    out = simplify(g)
+    assert_unchanged(g, snap)
+    assert counts(out) == {"exp": 1} and out.nodes[0].inputs[0] is x
+    assert_same_fresh(g, out, rtol=0)
+
+
+def test_transpose_and_reshape_chains_compose():
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 4))
+    t = b.add("transpose", b.add("transpose", x, permutation=(1, 2, 0)), permutation=(2, 0, 1))   # identity
+    u = b.add("transpose", b.add("transpose", x, permutation=(1, 0, 2)), permutation=(0, 2, 1))   # composed
+    r = b.add("reshape", b.add("reshape", x, shape=(6, 4)), shape=(4, 6))
+    back = b.add("reshape", b.add("reshape", x, shape=(24,)), shape=(2, 3, 4))                     # cancels
+    g = b.build([b.add("exp", t), u, r, b.add("exp", back)])
+    out = simplify(g)
+    assert counts(out) == {"exp": 2, "transpose": 1, "reshape": 1}
+    assert all(n.inputs[0] is x for n in out.nodes if n.op == "exp")
+    tr = next(n for n in out.nodes if n.op == "transpose")
+    assert tr.inputs[0] is x and tr.attrs["permutation"] == (1, 2, 0)
+    assert_same_fresh(g, out, rtol=0)
+
+
+def test_convert_chains_only_where_exact():
+    b = GraphBuilder()
+    x = b.input("x", (8,), "f16")
+    i = b.input("i", (8,), "i32")
+    exact = b.add("convert", b.add("convert", x, dtype="f32"), dtype="f16")      # f16 -> f32 -> f16: x
+    lossy = b.add("convert", b.add("convert", i, dtype="f32"), dtype="i32")      # i32 -> f32 loses bits: kept
+    y = b.input("y", (8,))
+    lossy2 = b.add("convert", b.add("convert", y, dtype="f16"), dtype="f32")     # must not fire
+    g = b.build([b.add("neg", exact), lossy, lossy2])
+    out = simplify(g)
+    assert counts(out) == {"neg": 1, "convert": 4}
+    assert next(n for n in out.nodes if n.op == "neg").inputs[0] is x
+    assert_same_fresh(g, out, rtol=0)
+
+
+@pytest.mark.parametrize("divisor,exact", [(4.0, True), (0.125, True), (3.0, False), (1e-3, False)])
+def test_division_by_constant_becomes_multiply(divisor, exact):
+    b = GraphBuilder()
+    x = b.input("x", (5, 7))
+    g = b.build([b.add("div", x, _bcast(b, divisor, (5, 7)))])
+    out = simplify(g)
+    assert counts(out) == {"broadcast_in_dim": 1, "mul": 1}
+    if exact:     # a power of two: bit for bit
+        feeds = random_inputs(g, 7)
+        np.testing.assert_array_equal(interpret(out, feeds)[0], interpret(g, feeds)[0])
+    assert_same_fresh(g, out, rtol=2e-7)
+
+
+def test_per_element_divisor_and_what_stays_a_division():
+    b = GraphBuilder()
+    x = b.input("x", (2, 3))
+    counts_ = b.constant(np.array([[1.0, 2.0, 3.0], [4.0, 6.0, 9.0]], np.float32), "n")
+    xi = b.input("xi", (2, 3), "i32")
+    h = b.input("h", (2, 3), "f16")
+    g = b.build([b.add("div", x, counts_),
+                 b.add("div", xi, b.constant(np.full((2, 3), 2, np.int32), "two")),   # integer: never
+                 b.add("div", h, b.constant(np.full((2, 3), 3, np.float16), "three")),  # inexact f16: never
+                 b.add("div", x, x)])                                                   # not a constant
+    out = simplify(g)
+    assert counts(out) == {"mul": 1, "div": 3}
+    assert_same_fresh(g, out, rtol=2e-7)
+
+
+def test_broadcast_simplification():
+    b = GraphBuilder()
+    x = b.input("x", (3,))
+    y = b.input("y", (2, 3, 4))
+    inner = b.add("broadcast_in_dim", x, shape=(3, 4), broadcast_dimensions=(0,))
+    outer = b.add("broadcast_in_dim", inner, shape=(2, 3, 4), broadcast_dimensions=(1, 2))
+    ones = b.constant(np.full((1,), 2.5, np.float32), "k")     # a (1,) splat: becomes a 0-d constant
+    k = b.add("broadcast_in_dim", ones, shape=(2, 3, 4), broadcast_dimensions=(2,))
+    kr = b.add("reshape", b.add("transpose", k, permutation=(2, 1, 0)), shape=(4, 6))
+    g = b.build([b.add("add", outer, y), b.add("mul", kr, b.add("reshape", y, shape=(4, 6)))])
+    out = simplify(g)
+    bcasts = [n for n in out.nodes if n.op == "broadcast_in_dim"]
+    assert counts(out) == {"broadcast_in_dim": 2, "add": 1, "reshape": 1, "mul": 1}
+    assert bcasts[0].inputs[0] is x and bcasts[0].attrs["broadcast_dimensions"] == (1,)
+    assert bcasts[1].inputs[0].shape == () and bcasts[1].attrs["shape"] == (4, 6)
+    assert_same_fresh(g, out, rtol=0)
+
+
+def test_must_not_fire():
+    b = GraphBuilder()
+    x = b.input("x", (4,))
+    two = b.constant(np.array([1.0, 1.0, 1.0, 2.0], np.float32), "not_splat")
+    zero = b.add("broadcast_in_dim", scalar_constant(b, 0.0), shape=(4,), broadcast_dimensions=())
+    g = b.build([b.add("mul", x, two), b.add("mul", x, zero),      # x * 0 is not 0 for inf/NaN
+                 b.add("sub", zero, x), b.add("transpose", b.add("reshape", x, shape=(2, 2)), permutation=(1, 0))])
+    out = algsimp.run(g)
+    assert list(out.nodes) == list(g.nodes)
+    assert_same_fresh(g, out, rtol=0)
+
+
+def test_graph_output_is_not_aliased_to_an_input():
+    b = GraphBuilder()
+    x = b.input("x", (4,))
+    g = b.build([b.add("mul", x, _bcast(b, 1.0, (4,)))])
+    out = simplify(g)
+    assert counts(out)["mul"] == 1 and out.outputs[0] is g.outputs[0]
