@@ -3,6 +3,8 @@ import os
 
 import pytest
 
+from tests.onnx_backend.coverage_summary import pytest_terminal_summary  # noqa: F401  (node-suite coverage)
+
 
 def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", default=False,

@@ -71,13 +71,16 @@ def partition(graph: Graph) -> list[Region]:
     attention = find_attention(graph)
 
     def fully_absorbed(n: Node) -> bool:
+        """Every region computing a user of n also computes n (so n needs no buffer)."""
         if any(v in outputs for v in n.outputs):
             return False
         holders = absorbed_in.get(n, set())
-        return all(_region_of_user(u, holders) for v in n.outputs for u in users.get(v, []))
-
-    def _region_of_user(u: Node, holders: set[int]) -> bool:
-        return bool(absorbed_in.get(u, set()) & holders)
+        for v in n.outputs:
+            for u in users.get(v, []):
+                regs = absorbed_in.get(u, set())
+                if not regs or not regs <= holders:
+                    return False
+        return True
 
     for n in reversed(graph.nodes):
         if fully_absorbed(n):

@@ -130,3 +130,20 @@ def test_row_region_refused_when_broadcast_is_not_per_row():
     regions = partition(g)
     check_partition(g, regions)
     assert "row" not in kinds(regions)
+
+
+def test_node_needed_by_a_duplicated_user_in_another_region_is_materialized():
+    """A compare used by a select that two regions duplicate (via a shared reshape) must
+    reach both regions: one absorbs it, the other must find it in memory."""
+    b = GraphBuilder()
+    x = b.input("x", (3, 2))
+    y = b.input("y", (3, 2))
+    c = b.add("compare", x, y, direction="GT")
+    sel = b.add("select", c, x, y)
+    flat = b.add("reshape", sel, shape=(6,))                 # injective: duplicated into users
+    r1 = b.add("reduce", flat, kind="sum", axes=(0,))
+    other = b.add("reduce", b.add("mul", b.add("reshape", b.add("select", c, y, x), shape=(6,)), flat),
+                  kind="sum", axes=(0,))
+    g = b.build([b.add("div", other, r1)])
+    regions = partition(g)
+    check_partition(g, regions)
