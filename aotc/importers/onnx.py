@@ -25,6 +25,7 @@ from onnx import TensorProto, numpy_helper
 from aotc.errors import ModelError, UnsupportedError, VerifyError
 from aotc.importers import (onnx_index_ops, onnx_math_ops, onnx_nn_more_ops, onnx_nn_ops,  # noqa: F401
                             onnx_resize, onnx_shape_ops)  # (imported to register their converters)
+from aotc.importers.onnx_functions import MAX_ROUNDS, expand_functions
 from aotc.importers.onnx_ops import CHECKS, CONVERTERS
 from aotc.ir import dtypes
 from aotc.ir.dtypes import DType
@@ -46,7 +47,7 @@ def dtype_name(elem_type: int) -> str:
 def import_onnx(model: onnx.ModelProto | str | bytes | os.PathLike,
                 input_shapes: dict[str, tuple] | None = None) -> Graph:
     """Convert an ONNX model to a Graph; `input_shapes` fixes symbolic input dims by name."""
-    model = _load(model)
+    model, weights = _split_large_initializers(_load(model))
     try:
         onnx.checker.check_model(model)
     except Exception as e:  # the checker raises several exception types
@@ -58,8 +59,53 @@ def import_onnx(model: onnx.ModelProto | str | bytes | os.PathLike,
         raise ModelError(f"ONNX shape inference failed: {_one_line(e)}") from None
     opsets = {o.domain: o.version for o in model.opset_import}
     opset = opsets.get("", opsets.get("ai.onnx", 1))
+    for _ in range(MAX_ROUNDS):
+        model, expanded = expand_functions(model, opset, CONVERTERS)
+        if not expanded:
+            break
+        try:
+            model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        except Exception as e:
+            raise ModelError(f"ONNX shape inference failed after expanding {expanded}: {_one_line(e)}") from None
+    model = _restore_initializers(model, weights)
     _prescan(model, opsets, opset)
     return _convert(model, opset)
+
+
+LARGE_INITIALIZER = 1 << 16      # elements
+
+
+def _split_large_initializers(model: onnx.ModelProto):
+    """A copy whose large initializers are graph inputs of the same type, and those initializers.
+
+    The checker and shape inference serialize the whole model (twice, 2 s for
+    BERT-base's 440 MB); weights only need their types there, and no shape
+    computation reads a tensor that large.
+    """
+    big = [t for t in model.graph.initializer if int(np.prod(t.dims, dtype=np.int64)) >= LARGE_INITIALIZER]
+    if not big:
+        return model, []
+    names = {t.name for t in big}
+    light = onnx.ModelProto()
+    light.CopyFrom(model)
+    kept = [t for t in light.graph.initializer if t.name not in names]
+    del light.graph.initializer[:]
+    light.graph.initializer.extend(kept)
+    declared = {i.name for i in light.graph.input}
+    light.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                             for t in big if t.name not in declared)
+    return light, big
+
+
+def _restore_initializers(model: onnx.ModelProto, big) -> onnx.ModelProto:
+    if not big:
+        return model
+    names = {t.name for t in big}
+    inputs = [i for i in model.graph.input if i.name not in names]
+    del model.graph.input[:]
+    model.graph.input.extend(inputs)
+    model.graph.initializer.extend(big)
+    return model
 
 
 def _one_line(e: Exception) -> str:
