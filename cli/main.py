@@ -224,6 +224,7 @@ def demo_cmd(keep, device):
 
 
 main.add_command(__import__("cli.ops_cmd", fromlist=["ops"]).ops)
+main.add_command(__import__("cli.bench_cmd", fromlist=["bench"]).bench)
 
 if __name__ == "__main__":
     main()

@@ -94,7 +94,7 @@ def test_libfuzzer_finds_nothing(corpus, tmp_path, request):
     seconds = 60 if request.config.getoption("--run-slow") else 5
     work = tmp_path / "work"
     work.mkdir()
-    proc = subprocess.run([exe, f"-max_total_time={seconds}", "-timeout=10", "-rss_limit_mb=8192", "-malloc_limit_mb=1024",
+    proc = subprocess.run([exe, f"-max_total_time={seconds}", "-timeout=10", "-rss_limit_mb=16384", "-malloc_limit_mb=1024",
                            f"-artifact_prefix={tmp_path}/", "-print_final_stats=1", str(work), str(corpus)],
                           capture_output=True, text=True, timeout=seconds + 300, env=_sanitizer_env())
     found = sorted(glob.glob(str(tmp_path / "crash-*")) + glob.glob(str(tmp_path / "leak-*")) +
