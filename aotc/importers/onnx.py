@@ -27,10 +27,10 @@ from aotc.importers import (onnx_index_ops, onnx_math_ops, onnx_nn_more_ops, onn
                             onnx_resize, onnx_shape_ops)  # (imported to register their converters)
 from aotc.importers.onnx_functions import MAX_ROUNDS, expand_functions
 from aotc.importers.onnx_ops import CHECKS, CONVERTERS
+from aotc.importers.static_values import StaticValues
 from aotc.ir import dtypes
 from aotc.ir.dtypes import DType
 from aotc.ir.graph import Graph, GraphBuilder, Value
-from aotc.ir.interpreter import evaluate_node
 
 ONNX_DTYPES: dict[int, DType] = {
     TensorProto.FLOAT: dtypes.f32, TensorProto.FLOAT16: dtypes.f16, TensorProto.BFLOAT16: dtypes.bf16,
@@ -231,9 +231,7 @@ class Ctx:
         self.opset = opset
         self.node = None
         self.label = ""
-        self._static: dict[Value, np.ndarray] = {}
-        self._producer = {}
-        self._indexed = 0
+        self._values = StaticValues(b)
 
     @property
     def op_type(self) -> str:
@@ -256,24 +254,13 @@ class Ctx:
 
     def static(self, v: Value, what: str = "input") -> np.ndarray:
         """The value of `v`, computed now from constants; UnsupportedError if it depends on an input."""
-        if v in self.b.constants:
-            return self.b.constants[v]
-        if v in self._static:
-            return self._static[v]
-        for n in self.b.nodes[self._indexed:]:
-            for o in n.outputs:
-                self._producer[o] = n
-        self._indexed = len(self.b.nodes)
-        n = self._producer.get(v)
-        if n is None:
+        value, leaf = self._values.evaluate(v)
+        if value is None:
             err = self.fail(f"{what} must be computable at import time (aotc shapes are static), "
-                            f"but it depends on model input '{v.name}'")
-            err.static_input = v.name   # a caller may freeze this input to a constant and retry
+                            f"but it depends on model input '{leaf.name}'")
+            err.static_input = leaf.name   # a caller may freeze this input to a constant and retry
             raise err
-        results = evaluate_node(n.op, n.attrs, [self.static(x, what) for x in n.inputs])
-        for o, r in zip(n.outputs, results):
-            self._static[o] = r.astype(o.dtype.np, copy=False)
-        return self._static[v]
+        return value
 
     def maybe_static(self, v: Value) -> np.ndarray | None:
         try:

@@ -27,9 +27,9 @@ import numpy as np
 
 from aotc.errors import ModelError, UnsupportedError, VerifyError
 from aotc.importers import stablehlo_mlir as M
+from aotc.importers.static_values import StaticValues
 from aotc.ir.dtypes import DType
 from aotc.ir.graph import Graph, GraphBuilder, Value
-from aotc.ir.interpreter import evaluate_node
 
 CONVERTERS: dict[str, Callable] = {}
 CHECKS: dict[str, Callable] = {}
@@ -150,9 +150,7 @@ class Ctx:
     def __init__(self, b: GraphBuilder):
         self.b = b
         self.op = None
-        self._producer: dict[Value, object] = {}
-        self._static: dict[Value, np.ndarray] = {}
-        self._indexed = 0
+        self._values = StaticValues(b)
 
     @property
     def name(self) -> str:
@@ -175,23 +173,7 @@ class Ctx:
 
     def static(self, v: Value) -> np.ndarray | None:
         """The value of `v` computed now from constants, or None if it depends on an input."""
-        if v in self.b.constants:
-            return self.b.constants[v]
-        if v in self._static:
-            return self._static[v]
-        for n in self.b.nodes[self._indexed:]:
-            for o in n.outputs:
-                self._producer[o] = n
-        self._indexed = len(self.b.nodes)
-        n = self._producer.get(v)
-        if n is None:
-            return None
-        args = [self.static(x) for x in n.inputs]
-        if any(a is None for a in args):
-            return None
-        for o, r in zip(n.outputs, evaluate_node(n.op, n.attrs, args)):
-            self._static[o] = r.astype(o.dtype.np, copy=False)
-        return self._static[v]
+        return self._values.evaluate(v)[0]
 
 
 def _convert(main, funcs: dict, exported, name: str) -> Graph:

@@ -1,0 +1,46 @@
+"""Import-time evaluation of values computed only from constants.
+
+aotc's shapes are static, while frameworks pass shapes, axes and indices as
+tensors (ONNX Reshape's shape, StableHLO dynamic_slice's start indices). An
+importer asks `StaticValues.evaluate(v)`: it runs the nodes producing `v`
+through the reference interpreter when every leaf is a constant, memoizing
+results, and otherwise names the graph input the value depends on. The nodes
+stay in the graph; constant folding and DCE clean them up.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from aotc.ir.graph import GraphBuilder, Node, Value
+from aotc.ir.interpreter import evaluate_node
+
+
+class StaticValues:
+    def __init__(self, builder: GraphBuilder):
+        self.b = builder
+        self._values: dict[Value, np.ndarray] = {}
+        self._producer: dict[Value, Node] = {}
+        self._indexed = 0
+
+    def evaluate(self, v: Value) -> tuple[np.ndarray | None, Value | None]:
+        """(value, None) when `v` is computable now, else (None, the input it depends on)."""
+        if v in self.b.constants:
+            return self.b.constants[v], None
+        if v in self._values:
+            return self._values[v], None
+        for n in self.b.nodes[self._indexed:]:
+            for o in n.outputs:
+                self._producer[o] = n
+        self._indexed = len(self.b.nodes)
+        n = self._producer.get(v)
+        if n is None:
+            return None, v
+        args = []
+        for x in n.inputs:
+            a, leaf = self.evaluate(x)
+            if a is None:
+                return None, leaf
+            args.append(a)
+        for o, r in zip(n.outputs, evaluate_node(n.op, n.attrs, args)):
+            self._values[o] = r.astype(o.dtype.np, copy=False)
+        return self._values[v], None
