@@ -11,7 +11,7 @@ of size N x M is materialized):
 - TopK: each element's rank is the number of elements that beat it (ties go
   to the lower index, as ONNX requires); output slot r gathers the element of
   rank r. Work is O(n^2) per row of the reduced axis.
-- CumSum: a masked sum over the axis, O(n^2) per row.
+- CumSum / CumProd: a masked sum / product over the axis, O(n^2) per row.
 
 These are exact and fine for the sizes where ONNX models use them (small
 axes, index updates); a dedicated kernel family would do better on long axes.
@@ -186,6 +186,16 @@ def _top_k(ctx, ins, at):
 
 @register("CumSum")
 def _cumsum(ctx, ins, at):
+    return _cumulative(ctx, ins, at, "sum", 0)
+
+
+@register("CumProd")
+def _cumprod(ctx, ins, at):
+    return _cumulative(ctx, ins, at, "prod", 1)
+
+
+def _cumulative(ctx, ins, at, kind: str, identity):
+    """A masked reduction over the axis (mask[i, j] = j contributes to i), O(n^2) per row."""
     x = ins[0]
     axis = norm_axis(ctx, int(np.asarray(ctx.static(ins[1], "axis")).reshape(-1)[0]), x.type.rank)
     n = x.shape[axis]
@@ -198,7 +208,8 @@ def _cumsum(ctx, ins, at):
     grid = lead + (n, n)
     xb = ctx.add("broadcast_in_dim", xl, shape=grid, broadcast_dimensions=tuple(range(r)) + (r + 1,))
     m = ctx.add("broadcast_in_dim", ctx.const(mask), shape=grid, broadcast_dimensions=(r, r + 1))
-    y = ctx.add("reduce", ctx.add("select", m, xb, scalar(ctx, 0, x.dtype, grid)), axes=(r + 1,), kind="sum")
+    y = ctx.add("reduce", ctx.add("select", m, xb, scalar(ctx, identity, x.dtype, grid)), axes=(r + 1,),
+                kind=kind)
     return _from_last(ctx, y, perm)
 
 

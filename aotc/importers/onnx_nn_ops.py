@@ -117,11 +117,28 @@ def _conv(ctx, ins, at):
 
 
 def _conv_transpose_check(at, node, opset, dtype_of):
-    if at.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        return f"auto_pad='{at['auto_pad']}' (give explicit pads)"
-    if "output_shape" in at:
-        return "output_shape attribute (give pads and output_padding)"
     return _float_only(at, node, opset, dtype_of)
+
+
+def _conv_transpose_pads(at, in_sp, ks, strides, dils, out_pad):
+    """Explicit (lo, hi) pads per spatial dim, from pads or from output_shape / auto_pad as ONNX defines."""
+    nsp = len(in_sp)
+    auto = at.get("auto_pad", "NOTSET")
+    out_shape = at.get("output_shape")
+    if out_shape is None and auto in ("SAME_UPPER", "SAME_LOWER"):
+        out_shape = [d * s for d, s in zip(in_sp, strides)]
+    if out_shape is None:
+        if auto == "VALID":
+            return [(0, 0)] * nsp
+        p = at.get("pads", [0] * 2 * nsp)
+        return list(zip(p[:nsp], p[nsp:]))
+    out_shape = list(out_shape)[-nsp:]
+    pads = []
+    for d, k, s, dl, op, o in zip(in_sp, ks, strides, dils, out_pad, out_shape):
+        total = s * (d - 1) + op + (k - 1) * dl + 1 - o
+        half = total // 2
+        pads.append((half, total - half) if auto == "SAME_UPPER" else (total - half, half))
+    return pads
 
 
 def _dilate(ctx, x: Value, axis: int, s: int) -> Value:
@@ -145,8 +162,8 @@ def _conv_transpose(ctx, ins, at):
     x, w = ins[:2]
     nsp, g = x.type.rank - 2, at.get("group", 1)
     strides, dils = at.get("strides", [1] * nsp), at.get("dilations", [1] * nsp)
-    pads = _pads(ctx, {k: v for k, v in at.items() if k != "auto_pad"}, x.shape[2:], w.shape[2:], strides, dils)
     out_pad = at.get("output_padding", [0] * nsp)
+    pads = _conv_transpose_pads(at, x.shape[2:], w.shape[2:], strides, dils, out_pad)
     for i, s in enumerate(strides):
         x = _dilate(ctx, x, 2 + i, s)
     c, og, ks = w.shape[0], w.shape[1], w.shape[2:]   # w: (C, O/g, *K) -> (O, C/g, *K), flipped

@@ -94,3 +94,20 @@ def test_prescan_lists_every_unsupported_node_in_details():
     assert e.value.details == ["Det 'det' (opset 17): no converter for this op",
                                "Unique 'u' (opset 17): no converter for this op"]
     assert e.value.summary.startswith("2 unsupported item(s)") and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("reverse,exclusive", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_cumprod_matches_numpy(reverse, exclusive):
+    """CumProd (opset 26) is newer than onnxruntime's kernels: compare with numpy instead."""
+    from aotc.importers.onnx import import_onnx
+    from aotc.ir.interpreter import interpret
+    x = (1 + 0.5 * F(3, 5)).astype(np.float32)
+    model = make_model("CumProd", [("x", x), ("a", I(1))], {"reverse": reverse, "exclusive": exclusive},
+                       opset=26, consts={"a"})
+    y = x[:, ::-1] if reverse else x
+    want = np.cumprod(y, axis=1)
+    if exclusive:
+        want = np.concatenate([np.ones((3, 1), np.float32), want[:, :-1]], axis=1)
+    want = want[:, ::-1] if reverse else want
+    got = interpret(import_onnx(model), {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5)
