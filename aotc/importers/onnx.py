@@ -23,7 +23,8 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from aotc.errors import ModelError, UnsupportedError, VerifyError
-from aotc.importers import (onnx_index_ops, onnx_math_ops, onnx_nn_more_ops, onnx_nn_ops,  # noqa: F401
+from aotc.importers import (onnx_control_ops, onnx_index_ops, onnx_math_ops, onnx_nn_more_ops,  # noqa: F401
+                            onnx_nn_ops,
                             onnx_resize, onnx_shape_ops)  # (imported to register their converters)
 from aotc.importers.onnx_functions import MAX_ROUNDS, expand_functions
 from aotc.importers.onnx_ops import CHECKS, CONVERTERS
@@ -238,6 +239,7 @@ class Ctx:
         self.node = None
         self.label = ""
         self._values = StaticValues(b)
+        self.env: dict[str, Value] = {}
 
     @property
     def op_type(self) -> str:
@@ -290,8 +292,22 @@ def _convert(model: onnx.ModelProto, opset: int) -> Graph:
     inferred = {vi.name: vi.type.tensor_type for vi in list(g.value_info) + list(g.output)
                 if vi.type.HasField("tensor_type")}
     ctx = Ctx(b, opset)
-    for i, node in enumerate(g.node):
+    convert_nodes(ctx, g.node, env, inferred)
+    outputs = [env[o.name] for o in g.output]
+    return b.build(outputs, [o.name for o in g.output])
+
+
+def convert_nodes(ctx: Ctx, nodes, env: dict[str, Value], inferred: dict) -> None:
+    """Convert `nodes` in order, binding their outputs in `env` (also used for If branches)."""
+    saved, saved_env = (ctx.node, ctx.label), ctx.env
+    ctx.env = env
+    for i, node in enumerate(nodes):
         ctx.node, ctx.label = node, _node_label(node, i)
+        if node.domain not in _DEFAULT_DOMAINS or node.op_type not in CONVERTERS:
+            raise ctx.fail("no converter for this op (inside a subgraph)")
+        missing = [n for n in node.input if n and n not in env]
+        if missing:
+            raise ModelError(f"{ctx.where()}: input(s) {missing} are not defined before the node")
         ins = [env[n] if n else None for n in node.input]
         at = {a.name: _attr_value(a) for a in node.attribute}
         outs = CONVERTERS[node.op_type](ctx, ins, at)
@@ -303,8 +319,7 @@ def _convert(model: onnx.ModelProto, opset: int) -> Graph:
                 raise ctx.fail(f"output {k} ('{name}') is not supported")
             env[name] = outs[k]
             _check_inferred(ctx, name, outs[k], inferred.get(name))
-    outputs = [env[o.name] for o in g.output]
-    return b.build(outputs, [o.name for o in g.output])
+    (ctx.node, ctx.label), ctx.env = saved, saved_env
 
 
 def _check_inferred(ctx: Ctx, name: str, v: Value, tt):

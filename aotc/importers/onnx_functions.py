@@ -93,9 +93,36 @@ def _instantiate(node: NodeProto, body: FunctionProto, prefix: str) -> list[Node
                 b.name = a.name
                 n.attribute.append(b)
             else:
-                n.attribute.append(a)
+                n.attribute.append(_renamed_subgraphs(a, edge))
         out.append(n)
     return out
+
+
+def _renamed_subgraphs(a: onnx.AttributeProto, edge) -> onnx.AttributeProto:
+    """A copy of attribute `a` whose subgraphs (If/Loop bodies) use the instantiated edge names."""
+    if a.type not in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+        return a
+    b = onnx.AttributeProto()
+    b.CopyFrom(a)
+    for g in ([b.g] if a.type == onnx.AttributeProto.GRAPH else list(b.graphs)):
+        _rename_graph(g, edge)
+    return b
+
+
+def _rename_graph(g: onnx.GraphProto, edge) -> None:
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        vi.name = edge(vi.name)
+    for t in g.initializer:
+        t.name = edge(t.name)
+    for n in g.node:
+        n.input[:] = [edge(x) for x in n.input]
+        n.output[:] = [edge(x) for x in n.output]
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _rename_graph(a.g, edge)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    _rename_graph(sub, edge)
 
 
 def expand_functions(model: onnx.ModelProto, opset: int, supported) -> tuple[onnx.ModelProto, list[str]]:

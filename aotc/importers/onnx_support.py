@@ -59,6 +59,7 @@ RESTRICTIONS: dict[str, str] = {
     "Slice": _SHAPE_IN, "Split": _SHAPE_IN, "Squeeze": _SHAPE_IN, "Unsqueeze": _SHAPE_IN, "Tile": _SHAPE_IN,
     "TopK": f"K must be a constant; {_N2}",
     "Upsample": "nearest/linear",
+    "If": "the condition must be computable at import time; the taken branch is inlined",
     "ReduceSum": "axes must be constants", "ReduceMean": "axes must be constants",
 }
 
@@ -71,6 +72,7 @@ FUNCTION_OPS: dict[str, str] = {
     "SoftmaxCrossEntropyLoss": _FN,
     "RotaryEmbedding": _FN,
     "SwiGLU": _FN,
+    "AffineGrid": f"{_FN}; size must be a constant",
     "Attention": f"{_FN}; KV-cache (past/present), padded-KV and some f16/bf16-mask variants fail",
     "CausalConvWithState": f"{_FN}; the past-state variants fail",
 }
