@@ -192,8 +192,6 @@ def _conv_transpose(ctx, ins, at):
 
 
 def _pool_check(at, node, opset, dtype_of):
-    if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1]:
-        return "the Indices output is not supported"
     if node.op_type == "AveragePool":
         return _float_only(at, node, opset, dtype_of)
 
@@ -211,7 +209,52 @@ def _window(ctx, x: Value, at, kind: str):
 
 @register("MaxPool", check=_pool_check)
 def _max_pool(ctx, ins, at):
-    return _window(ctx, ins[0], at, "max")[0]
+    y, attrs = _window(ctx, ins[0], at, "max")
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        return y, _max_pool_indices(ctx, ins[0], y, attrs, at.get("storage_order", 0))
+    return y
+
+
+def _max_pool_indices(ctx, x: Value, y: Value, attrs, storage_order: int) -> Value:
+    """MaxPool's Indices: the flat input index of the first window element equal to the max.
+
+    One strided slice of the (-inf padded) input per window offset; elementwise
+    compare/select keep the first match in row-major window order, so the whole
+    thing fuses into one loop kernel with the indices computed by iota math.
+    """
+    n, c, sp = x.shape[0], x.shape[1], x.shape[2:]
+    nsp = len(sp)
+    win, st, dil = attrs["window"][2:], attrs["strides"][2:], attrs["dilations"][2:]
+    lows = [p[0] for p in attrs["padding"][2:]]
+    out_sp = y.shape[2:]
+    need = [(o - 1) * s + (k - 1) * d + 1 for o, s, k, d in zip(out_sp, st, win, dil)]
+    highs = [max(0, nd - lo - d) for nd, lo, d in zip(need, lows, sp)]
+    xp = ctx.add("pad", x, scalar(ctx, -np.inf, x.dtype), low=(0, 0) + tuple(lows), high=(0, 0) + tuple(highs))
+    # flat index strides of the input, spatial order per storage_order (0 row-major, 1 column-major)
+    sp_strides = [int(np.prod(sp[i + 1:])) for i in range(nsp)] if storage_order == 0 else \
+        [int(np.prod(sp[:i])) for i in range(nsp)]
+    plane = int(np.prod(sp))
+    i64 = dtypes.i64
+    base = ctx.add("add", ctx.add("mul", ctx.add("iota", shape=y.shape, dimension=0, dtype="i64"),
+                                  scalar(ctx, c * plane, i64, y.shape)),
+                   ctx.add("mul", ctx.add("iota", shape=y.shape, dimension=1, dtype="i64"),
+                           scalar(ctx, plane, i64, y.shape)))
+    idx = scalar(ctx, -1, i64, y.shape)
+    for pos in np.ndindex(*win):
+        start = tuple(p * d for p, d in zip(pos, dil))
+        cand = ctx.add("slice", xp, start=(0, 0) + start,
+                       limit=(n, c) + tuple(s0 + (o - 1) * s + 1 for s0, o, s in zip(start, out_sp, st)),
+                       stride=(1, 1) + tuple(st))
+        offs = np.zeros(out_sp, np.int64)
+        for i in range(nsp):
+            q = np.arange(out_sp[i]) * st[i] - lows[i] + pos[i] * dil[i]
+            offs = offs + (q * sp_strides[i]).reshape([-1 if j == i else 1 for j in range(nsp)])
+        flat = ctx.add("add", base, ctx.add("broadcast_in_dim", ctx.const(offs, i64), shape=y.shape,
+                                            broadcast_dimensions=tuple(range(2, 2 + nsp))))
+        first = ctx.add("and", ctx.add("compare", cand, y, direction="EQ"),
+                        ctx.add("compare", idx, scalar(ctx, -1, i64, y.shape), direction="EQ"))
+        idx = ctx.add("select", first, flat, idx)
+    return idx
 
 
 @register("AveragePool", check=_pool_check)

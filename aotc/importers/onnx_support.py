@@ -42,7 +42,7 @@ RESTRICTIONS: dict[str, str] = {
     "LpNormalization": "p=1 or p=2",
     "MatMul": "float only", "Gemm": "float only",
     "MatMulInteger": "computed in f32 (exact while partial sums stay below 2**24)",
-    "MaxPool": "no Indices output",
+    "MaxPool": "",
     "NonZero": "input must be a constant (the output shape depends on its values)",
     "OneHot": "depth must be a constant",
     "Pad": f"all modes; {_SHAPE_IN}",

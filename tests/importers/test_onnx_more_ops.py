@@ -111,3 +111,29 @@ def test_cumprod_matches_numpy(reverse, exclusive):
     want = want[:, ::-1] if reverse else want
     got = interpret(import_onnx(model), {"x": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [2, 3], "strides": [1, 2], "dilations": [2, 1]},
+    {"kernel_shape": [2, 2], "strides": [2, 2], "storage_order": 1},
+])
+def test_maxpool_indices_match_onnxruntime(attrs):
+    """MaxPool's second output: the flat index of each window's max (first one on ties)."""
+    import onnxruntime as ort
+    from aotc.ir.interpreter import interpret
+    x = F(2, 3, 7, 8)
+    x[0, 0, :2, :2] = 1.0                                   # a tie inside one window
+    k, s = attrs["kernel_shape"], attrs["strides"]
+    d, p = attrs.get("dilations", [1, 1]), attrs.get("pads", [0, 0, 0, 0])
+    out = [2, 3] + [(x.shape[2 + i] + p[i] + p[i + 2] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)]
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], **attrs)
+    proto = helper.make_model(helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out),
+         helper.make_tensor_value_info("i", TensorProto.INT64, out)]),
+        opset_imports=[helper.make_opsetid("", 12)])
+    want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = interpret(import_onnx(proto), {"x": x})
+    np.testing.assert_allclose(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
