@@ -289,12 +289,13 @@ def test_unsupported_nodes_listed_in_one_error():
 
 
 def test_unsupported_attribute_and_dtype():
-    nodes = [helper.make_node("MaxPool", ["x"], ["p", "idx"], name="pool", kernel_shape=[2, 2]),
+    c = [onnx.numpy_helper.from_array(np.ones(1, np.float32), n) for n in ("s", "b", "m", "v")]
+    nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["p"], name="bn", training_mode=1),
              helper.make_node("Cast", ["p"], ["y"], name="to_double", to=TensorProto.DOUBLE)]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
-                          [onnx.ValueInfoProto(name="y"), onnx.ValueInfoProto(name="idx")])
-    model = onnx.shape_inference.infer_shapes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
-    with pytest.raises(UnsupportedError, match="MaxPool 'pool'.*Indices.*Cast 'to_double'.*DOUBLE"):
+                          [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [1, 1, 4, 4])], c)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(UnsupportedError, match="BatchNormalization 'bn'.*training_mode.*Cast 'to_double'.*DOUBLE"):
         import_onnx(model)
 
 
