@@ -273,3 +273,31 @@ def _center_crop_pad(ctx, ins, at):
     if any(lo) or any(hi):
         x = ctx.add("pad", x, scalar(ctx, 0, x.dtype), low=tuple(lo), high=tuple(hi))
     return x
+
+
+@register("MaxUnpool")
+def _max_unpool(ctx, ins, at):
+    """Zeros of the unpooled shape with X scattered to the flat positions I (MaxPool's Indices).
+
+    I indexes the default unpooled shape (from kernel, strides, pads); an explicit
+    output_shape keeps each element's coordinates and re-linearizes them.
+    """
+    x, idx = ins[0], ins[1]
+    nsp = x.type.rank - 2
+    k, st = at["kernel_shape"], at.get("strides", [1] * nsp)
+    pads = at.get("pads", [0] * 2 * nsp)
+    default = x.shape[:2] + tuple((d - 1) * s + kk - pads[i] - pads[i + nsp]
+                                  for i, (d, s, kk) in enumerate(zip(x.shape[2:], st, k)))
+    shape = default
+    target = Ex(ctx, idx)
+    if len(ins) > 2 and ins[2] is not None:
+        shape = tuple(int(d) for d in np.asarray(ctx.static(ins[2], "output_shape")).reshape(-1))
+        if shape != default:
+            lin = None
+            for d, (dd, sd, so) in enumerate(zip(default, _strides(default), _strides(shape))):
+                coord = ctx.add("rem", ctx.add("div", idx, scalar(ctx, sd, idx.dtype, idx.shape)),
+                                scalar(ctx, dd, idx.dtype, idx.shape))
+                term = ctx.add("mul", coord, scalar(ctx, so, idx.dtype, idx.shape))
+                lin = term if lin is None else ctx.add("add", lin, term)
+            target = Ex(ctx, lin)
+    return _scatter_flat(ctx, scalar(ctx, 0, x.dtype, shape), target, x, "none")

@@ -43,6 +43,7 @@ RESTRICTIONS: dict[str, str] = {
     "MatMul": "float only", "Gemm": "float only",
     "MatMulInteger": "computed in f32 (exact while partial sums stay below 2**24)",
     "MaxPool": "",
+    "MaxUnpool": f"output_shape must be a constant; {_N2.replace('per row of the axis', '(output x input)')}",
     "NonZero": "input must be a constant (the output shape depends on its values)",
     "OneHot": "depth must be a constant",
     "Pad": f"all modes; {_SHAPE_IN}",

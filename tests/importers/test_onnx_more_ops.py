@@ -137,3 +137,18 @@ def test_maxpool_indices_match_onnxruntime(attrs):
     got = interpret(import_onnx(proto), {"x": x})
     np.testing.assert_allclose(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_max_unpool_inverts_max_pool():
+    """MaxUnpool(MaxPool(x)) puts each window max back where it came from, zeros elsewhere (vs onnxruntime)."""
+    import onnxruntime as ort
+    from aotc.ir.interpreter import interpret
+    x = F(1, 2, 4, 6)
+    nodes = [helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("MaxUnpool", ["y", "i"], ["z"], kernel_shape=[2, 2], strides=[2, 2])]
+    proto = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, list(x.shape))]),
+        opset_imports=[helper.make_opsetid("", 12)])
+    want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(interpret(import_onnx(proto), {"x": x})[0], want[0])
