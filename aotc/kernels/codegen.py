@@ -252,6 +252,27 @@ def dot_epilogue(b: _Builder, bshape, mshape, nshape, M, N, indent: int) -> Emit
     return em
 
 
+def dot_fetch(idx_t: str, load_a: str, load_b: str, M: int, N: int, K: int) -> str:
+    """The SIMT GEMM template's tile fetch: A (64 m x 16 k) into ra[], B (16 k x 64 n) into rb[]."""
+    return "\n".join([
+        "    for (int l = 0; l < 4; ++l) {",
+        f"      const {idx_t} am = m0 + (threadIdx.x >> 4) + 16 * l;",
+        f"      const {idx_t} ak = k0 + (threadIdx.x & 15);",
+        "      float a = 0.0f;",
+        f"      if (am < {M} && ak < {K}) {{",
+        load_a,
+        "      }",
+        "      ra[l] = a;",
+        f"      const {idx_t} bk = k0 + (threadIdx.x >> 6) + 4 * l;",
+        f"      const {idx_t} bn = n0 + (threadIdx.x & 63);",
+        "      float bv = 0.0f;",
+        f"      if (bk < {K} && bn < {N}) {{",
+        load_b,
+        "      }",
+        "      rb[l] = bv;",
+        "    }"])
+
+
 def _dot(b: _Builder) -> Kernel:
     anchor = b.region.anchor
     lhs, rhs = anchor.inputs
@@ -276,23 +297,7 @@ def _dot(b: _Builder) -> Kernel:
 
     load_a = operand_load("A", lhs, lb, lf, lc, "am", "ak", mshape, kshape)
     load_b = operand_load("B", rhs, rb, rc, rf, "bk", "bn", kshape, nshape)
-    fetch = "\n".join([
-        "    for (int l = 0; l < 4; ++l) {",
-        f"      const {b.idx_t} am = m0 + (threadIdx.x >> 4) + 16 * l;",
-        f"      const {b.idx_t} ak = k0 + (threadIdx.x & 15);",
-        "      float a = 0.0f;",
-        f"      if (am < {M} && ak < {K}) {{",
-        load_a,
-        "      }",
-        "      ra[l] = a;",
-        f"      const {b.idx_t} bk = k0 + (threadIdx.x >> 6) + 4 * l;",
-        f"      const {b.idx_t} bn = n0 + (threadIdx.x & 63);",
-        "      float bv = 0.0f;",
-        f"      if (bk < {K} && bn < {N}) {{",
-        load_b,
-        "      }",
-        "      rb[l] = bv;",
-        "    }"])
+    fetch = dot_fetch(b.idx_t, load_a, load_b, M, N, K)
     em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=4)
     slots = dict(fetch=fetch, epilogue=em.text(), batch=B, m=M, n=N, k=K)
     return b.finish("dot", slots, (math.ceil(N / 64), math.ceil(M / 64), B), (256, 1, 1))
@@ -320,7 +325,13 @@ def _conv(b: _Builder) -> Kernel:
     a = anchor.attrs
     nsp = x.type.rank - 2
     total = out.type.size
-    # NCHW: x (N, C, *S), w (O, C/g, *K), out (N, O, *S); NHWC: channels last in all three
+    if a.get("layout", "NCHW") == "NHWC":
+        from aotc.kernels import codegen_conv as cc
+        if cc.is_depthwise(b) and cc.depthwise_fits(b):
+            return cc.generate_depthwise(b)
+        if a["groups"] == 1:
+            return cc.generate_implicit_gemm(b)
+    # direct kernel: NCHW and grouped convs. NCHW: x (N, C, *S), w (O, C/g, *K), out (N, O, *S); NHWC: channels last in all three
     last = a.get("layout", "NCHW") == "NHWC"
     cdim = x.type.rank - 1 if last else 1
     spatial = list(range(1, 1 + nsp)) if last else list(range(2, 2 + nsp))

@@ -1,0 +1,135 @@
+"""Channels-last convolution regions -> implicit GEMM or the depthwise kernel.
+
+NHWC makes a convolution a GEMM without materializing anything: with
+M = N*OH*OW output pixels, N = O output channels and K = KH*KW*C taps, row m
+of A is the receptive field of pixel m, read straight from x (zero where it
+falls in the padding), and B[k, o] is w[o, kh, kw, c] (weights are stored
+(O, *K, C), so K is contiguous). So a dense NHWC conv reuses the GEMM kernels
+(templates/dot.cu, and dot_mma.cu for f16/bf16 on tensor cores) with
+conv-specific operand loads; only the index math differs. Depthwise convs
+(one filter per channel) do too little work per byte for a GEMM and get their
+own kernel (templates/depthwise.cu). Everything else (NCHW, grouped convs)
+stays on the direct kernel in codegen.py.
+"""
+from __future__ import annotations
+
+import math
+
+from aotc.ir import dtypes
+from aotc.kernels.codegen import Kernel, _Builder, _unravel, dot_epilogue, dot_fetch
+
+DW_CHANNELS = 32            # channels per depthwise block (threads are channel-fastest)
+DW_BLOCK = 256
+DW_SMEM_LIMIT = 48 * 1024   # static shared memory per block on every target
+
+
+def conv_geometry(b: _Builder):
+    """(x, w, out, attrs, spatial rank) of the region's convolution."""
+    anchor = b.region.anchor
+    x, w = anchor.inputs
+    return x, w, anchor.outputs[0], anchor.attrs, x.type.rank - 2
+
+
+def is_depthwise(b: _Builder) -> bool:
+    x, w, out, a, nsp = conv_geometry(b)
+    return nsp == 2 and w.shape[-1] == 1 and a["groups"] == x.shape[-1] == out.shape[-1]
+
+
+def _tap_coords(em, pix, taps, a, sizes, prefix: str):
+    """Input coordinates of output pixel `pix` at tap `taps`, and the in-bounds condition (or '')."""
+    coords, conds = [], []
+    for j, (o, k) in enumerate(zip(pix, taps)):
+        s, d, (lo, _) = a["strides"][j], a["dilations"][j], a["padding"][j]
+        parts = [o if s == 1 else f"{o} * {s}"]
+        if lo:
+            parts.append(f"- {lo}")
+        parts.append(f"+ {k}" if d == 1 else f"+ {k} * {d}")
+        q = f"{prefix}{j}"
+        em.emit(f"const {em.idx_t} {q} = {' '.join(parts)};")
+        coords.append(q)
+        if a["padding"][j] != (0, 0):
+            conds.append(f"{q} >= 0 && {q} < {sizes[j]}")
+    return coords, " && ".join(conds)
+
+
+def generate_implicit_gemm(b: _Builder) -> Kernel:
+    """A dense (groups == 1) NHWC convolution as a GEMM over (pixels) x (taps) x (channels)."""
+    x, w, out, a, nsp = conv_geometry(b)
+    mshape, nshape, kshape = list(out.shape[:-1]), [out.shape[-1]], list(w.shape[1:])
+    M, N, K = math.prod(mshape), nshape[0], math.prod(kshape)
+    mma = x.dtype == w.dtype and x.dtype in (dtypes.f16, dtypes.bf16)
+    indent = 4
+    ema = b.emitter(indent=indent)
+    pix = _unravel(ema, "am", mshape, "Am")               # (n, *spatial)
+    tap = _unravel(ema, "ak", kshape, "Ak")               # (*kernel, c)
+    q, inside = _tap_coords(ema, pix[1:], tap[:-1], a, x.shape[1:-1], "Aq")
+    if inside:
+        ema.open(f"if ({inside})")
+    ema.emit(f"a = {ema.value(x, [pix[0]] + q + [tap[-1]])};")
+    if inside:
+        ema.close()
+    emb = b.emitter(indent=indent)
+    wtap = _unravel(emb, "bk", kshape, "Bk")
+    emb.emit(f"bv = {emb.value(w, ['bn'] + wtap)};")
+    epi = dot_epilogue(b, [], mshape, nshape, M, N, indent=5 if mma else 4)
+    grid = (math.ceil(N / 64), math.ceil(M / 64), 1)
+    if mma:
+        bf16 = x.dtype == dtypes.bf16
+        slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K,
+                     elt="bf16" if bf16 else "f16", ctype=x.dtype.c,
+                     to_elt="__float2bfloat16" if bf16 else "__float2half")
+        return b.finish("dot_mma", slots, grid, (128, 1, 1))
+    slots = dict(fetch=dot_fetch(b.idx_t, ema.text(), emb.text(), M, N, K), epilogue=epi.text(),
+                 batch=1, m=M, n=N, k=K)
+    return b.finish("dot", slots, grid, (256, 1, 1))
+
+
+def _depthwise_tile(kshape, strides, dils, tc):
+    """The largest output tile (th, tw) <= 8x8 whose input patch and filters fit the smem budget."""
+    for th, tw in ((8, 8), (4, 8), (4, 4), (2, 4), (2, 2), (1, 2), (1, 1)):
+        ih = (th - 1) * strides[0] + (kshape[0] - 1) * dils[0] + 1
+        iw = (tw - 1) * strides[1] + (kshape[1] - 1) * dils[1] + 1
+        if (ih * iw + kshape[0] * kshape[1]) * tc * 4 <= DW_SMEM_LIMIT:
+            return th, tw, ih, iw
+    return None
+
+
+def depthwise_fits(b: _Builder) -> bool:
+    x, w, out, a, _ = conv_geometry(b)
+    tc = min(DW_CHANNELS, 1 << max(0, (out.shape[-1] - 1).bit_length()))
+    return out.shape[0] <= 65535 and math.ceil(out.shape[-1] / tc) <= 65535 and \
+        _depthwise_tile(w.shape[1:3], a["strides"], a["dilations"], tc) is not None
+
+
+def generate_depthwise(b: _Builder) -> Kernel:
+    """One filter per channel (NHWC, 2-D): input patch and filters staged in shared memory per tile."""
+    x, w, out, a, _ = conv_geometry(b)
+    n_img, oh_n, ow_n, chans = out.shape
+    kh, kw = w.shape[1:3]
+    tc = min(DW_CHANNELS, 1 << max(0, (chans - 1).bit_length()))
+    th, tw, ih, iw = _depthwise_tile((kh, kw), a["strides"], a["dilations"], tc)
+    (ph, _), (pw, _) = a["padding"]
+    sh, sw = a["strides"]
+    dh, dw = a["dilations"]
+    emx = b.emitter(indent=3)
+    emx.emit(f"v = {emx.value(x, ['n', 'yi', 'xi', 'c'])};")
+    emw = b.emitter(indent=3)
+    emw.emit(f"v = {emw.value(w, ['c', 'ky', 'kx', '0'])};")
+    root = b.region.root
+    epi = b.emitter(indent=2, overrides={out: "acc"})
+    if root.shape == out.shape:
+        idx = ["n", "oh", "ow", "c"]
+    else:           # a reshaping epilogue: index the root by the output's linear index
+        epi.emit(f"const {b.idx_t} lin = ((n * {oh_n} + oh) * {ow_n} + ow) * {chans} + c;")
+        idx = _unravel(epi, "lin", root.shape, "e")
+    b.store_root(epi, idx)
+    tiles_w = math.ceil(ow_n / tw)
+    slots = dict(load_x=emx.text(), load_w=emw.text(), epilogue=epi.text(), th=th, tw=tw, ih=ih, iw=iw,
+                 tc=tc, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, ph=ph, pw=pw, tiles_w=tiles_w,
+                 height=x.shape[1], width=x.shape[2], chans=chans, out_h=oh_n, out_w=ow_n, block=DW_BLOCK,
+                 lanes=DW_BLOCK // tc)
+    grid = (math.ceil(oh_n / th) * tiles_w, math.ceil(chans / tc), n_img)
+    return b.finish("depthwise", slots, grid, (DW_BLOCK, 1, 1))
+
+
+__all__ = ["generate_implicit_gemm", "generate_depthwise", "is_depthwise", "depthwise_fits"]

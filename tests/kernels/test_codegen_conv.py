@@ -1,0 +1,122 @@
+"""NHWC implicit-GEMM and depthwise conv kernels on the host emulation vs the interpreter.
+
+Shapes break the 64x64 GEMM tile and the 8x8x32 depthwise tile (3, 50 and 783
+output pixels or channels, single channels, kernel windows larger than the
+input with padding); outputs are poisoned (run_on_host), inputs are fresh
+random draws. Each case also checks which kernel family was chosen, and the
+generated source compiles with NVRTC for sm_80 and sm_90.
+"""
+import ml_dtypes
+import numpy as np
+import pytest
+
+from aotc.ir.graph import GraphBuilder
+from aotc.kernels import codegen
+from aotc.kernels.nvrtc_compile import compile_device
+from tests.helpers.rng import fresh_rng, random_array
+from tests.kernels.test_codegen import check
+
+
+NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+
+
+def _conv_graph(rng, xshape, wshape, strides, pads, dil, groups, dtype="f32", residual=False):
+    """NHWC conv + bias + (residual) + relu; shapes are channels-last, w is (O, *K, C/g)."""
+    b = GraphBuilder()
+    x = b.input("x", xshape, dtype)
+    w = b.constant(random_array(rng, wshape).astype(NP[dtype]), "w")
+    c = b.add("convolution", x, w, strides=strides, padding=pads, dilations=dil, groups=groups, layout="NHWC")
+    bias = b.constant(random_array(rng, (wshape[0],)).astype(NP[dtype]), "b")
+    y = b.add("add", c, b.add("broadcast_in_dim", bias, shape=c.shape, broadcast_dimensions=(len(xshape) - 1,)))
+    ins = [random_array(rng, xshape).astype(NP[dtype])]
+    if residual:
+        y = b.add("add", y, b.input("r", c.shape, dtype))
+        ins.append(random_array(rng, c.shape).astype(NP[dtype]))
+    zero = b.add("broadcast_in_dim", b.constant(np.zeros((), NP[dtype])), shape=c.shape, broadcast_dimensions=())
+    out = b.add("max", y, zero)
+    if dtype == "bf16":         # a cast epilogue; also lets check() compare in f32
+        out = b.add("convert", out, dtype="f32")
+    return b.build([out]), ins
+
+
+GEMM_CASES = [  # xshape (N, *S, C), wshape (O, *K, C), strides, pads, dilations
+    ((1, 9, 11, 3), (50, 3, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1)),         # stem-like, O breaks the tile
+    ((2, 28, 28, 16), (3, 1, 1, 16), (1, 1), ((0, 0), (0, 0)), (1, 1)),       # 1x1: M = 1568, N = 3
+    ((1, 27, 29, 8), (64, 3, 3, 8), (2, 2), ((0, 1), (1, 0)), (1, 1)),        # M = 14*15 = 210, odd pads
+    ((1, 13, 12, 5), (7, 3, 2, 5), (1, 2), ((2, 2), (0, 1)), (2, 1)),         # dilated, rectangular window
+    ((1, 3, 3, 4), (9, 5, 5, 4), (1, 1), ((2, 2), (2, 2)), (1, 1)),           # window larger than the input
+    ((1, 783, 6), (17, 4, 6), (1,), ((1, 2),), (1,)),                          # 1-D, M = 783
+    ((1, 4, 5, 6, 3), (4, 2, 2, 2, 3), (1, 1, 1), ((1, 0), (0, 1), (1, 1)), (1, 1, 1)),  # 3-D
+]
+
+
+@pytest.mark.parametrize("xshape,wshape,strides,pads,dil", GEMM_CASES)
+def test_implicit_gemm_conv(xshape, wshape, strides, pads, dil):
+    rng, seed = fresh_rng()
+    graph, ins = _conv_graph(rng, xshape, wshape, strides, pads, dil, 1, residual=True)
+    (k,) = check(graph, ins, seed, rtol=1e-4, atol=1e-5, kinds=["conv"])
+    assert k.name.startswith("aotc_dot_") and not k.name.startswith("aotc_dot_mma_")
+    assert k.grid[1] == -(-int(np.prod(graph.outputs[0].shape[:-1])) // 64)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_implicit_gemm_conv_tensor_cores(dtype):
+    rng, seed = fresh_rng()
+    graph, ins = _conv_graph(rng, (2, 11, 10, 24), (50, 3, 3, 24), (2, 1), ((1, 1), (1, 1)), (1, 1), 1, dtype)
+    (k,) = check(graph, ins, seed, rtol=3e-2, atol=3e-2, kinds=["conv"])
+    assert k.name.startswith("aotc_dot_mma_")
+
+
+DW_CASES = [  # channels, input H, W, kernel, strides, pads, dilations
+    (6, 8, 8, (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1)),
+    (50, 19, 17, (3, 3), (2, 2), ((0, 1), (0, 1)), (1, 1)),    # channels break the 32-channel tile
+    (96, 15, 13, (5, 5), (2, 2), ((2, 2), (2, 2)), (1, 1)),
+    (32, 9, 10, (3, 3), (1, 1), ((2, 2), (2, 2)), (2, 2)),      # dilated
+    (1, 12, 7, (3, 2), (1, 3), ((1, 1), (0, 1)), (1, 1)),       # one channel, rectangular window
+    (40, 3, 3, (7, 7), (1, 1), ((3, 3), (3, 3)), (1, 1)),       # window larger than the input
+]
+
+
+@pytest.mark.parametrize("chans,h,w,k,strides,pads,dil", DW_CASES)
+def test_depthwise_conv(chans, h, w, k, strides, pads, dil):
+    rng, seed = fresh_rng()
+    graph, ins = _conv_graph(rng, (2, h, w, chans), (chans,) + k + (1,), strides, pads, dil, chans)
+    (kern,) = check(graph, ins, seed, rtol=1e-4, atol=1e-5, kinds=["conv"])
+    assert kern.name.startswith("aotc_depthwise_")
+
+
+def test_depthwise_f16_with_fused_prologue():
+    """The depthwise input loads run the region's prologue (here an NCHW->NHWC transpose and a scale)."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (1, 40, 9, 14), "f16")
+    xt = b.add("transpose", x, permutation=(0, 2, 3, 1))
+    w = b.constant(random_array(rng, (40, 3, 3, 1)).astype(np.float16), "w")
+    c = b.add("convolution", xt, w, strides=(1, 2), padding=((1, 1), (1, 1)), dilations=(1, 1), groups=40,
+              layout="NHWC")
+    graph = b.build([b.add("tanh", c)])
+    (kern,) = check(graph, [random_array(rng, (1, 40, 9, 14)).astype(np.float16)], seed, rtol=2e-2, atol=2e-2,
+                    kinds=["conv"])
+    assert kern.name.startswith("aotc_depthwise_")
+
+
+def test_grouped_conv_stays_on_the_direct_kernel():
+    rng, seed = fresh_rng()
+    graph, ins = _conv_graph(rng, (1, 10, 7, 4), (6, 3, 2, 2), (2, 1), ((0, 1), (2, 0)), (2, 1), 2)
+    (k,) = check(graph, ins, seed, rtol=1e-4, atol=1e-5, kinds=["conv"])
+    assert k.name.startswith("aotc_conv_")
+
+
+def test_conv_kernels_compile_for_the_gpu():
+    rng, _ = fresh_rng()
+    kernels = []
+    for graph, _ in (_conv_graph(rng, (1, 9, 11, 3), (50, 3, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),
+                     _conv_graph(rng, (1, 9, 11, 8), (16, 3, 3, 8), (1, 1), ((1, 1), (1, 1)), (1, 1), 1, "f16"),
+                     _conv_graph(rng, (1, 19, 17, 50), (50, 3, 3, 1), (2, 2), ((1, 1), (1, 1)), (1, 1), 50)):
+        from aotc.fusion.regions import partition
+        (region,) = partition(graph)
+        kernels.append(codegen.generate(graph, region))
+    assert [k.name.split("_")[1] for k in kernels] == ["dot", "dot", "depthwise"]
+    src = codegen.module_source(kernels)
+    for arch in ("sm_80", "sm_90"):
+        assert compile_device(src, arch)[:4] == b"\x7fELF"
