@@ -119,7 +119,7 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     many models (the ONNX node suite) builds one shared library for many
     engines and hands it in; the library may hold more kernels than named.
 
-    `precision` ('fp32', 'fp16', 'bf16'), `keep_fp32` (node names kept in f32)
+    `precision` ('fp32', 'tf32', 'fp16', 'bf16'), `keep_fp32` (node names kept in f32)
     and `layout` ('nhwc' or 'nchw' for conv stacks) configure the graph passes
     (aotc.hlo_passes.pipeline.default_pipeline).
     """
@@ -162,16 +162,22 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     done("codegen")
 
     cubins: dict[str, bytes] = {}
+    resources: dict[str, dict] = {}     # arch -> kernel -> registers, static_smem, local_bytes
     ptx = b""
     if cubin_archs or ptx_arch:
         stage("nvrtc")
         from aotc.kernels.nvrtc_compile import compile_device
+        from aotc.kernels.resources import check_kernels
         for a in cubin_archs:
             say(f"compiling {len(names)} kernels for {a}")
             cubins[a] = compile_device(source, a)
+            # Reject here what could not launch there (registers, shared memory, geometry).
+            usage = check_kernels(kernels, a, cubins[a])
+            resources[a] = {n: usage[n].as_dict() for n in names}
         if ptx_arch:
             say(f"compiling PTX for {ptx_arch}")
             ptx = compile_device(source, ptx_arch)
+            check_kernels(kernels, ptx_arch)
         done("nvrtc")
     provider, host_lib = host_lib, b""
     if host:
@@ -191,7 +197,7 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
         manifest={"aotc_version": __version__, "model": optimized.name,
                   "arena_lower_bound": memory.lower_bound,
                   "nodes_imported": len(imported.nodes), "nodes_optimized": len(optimized.nodes),
-                  "source_lines": source.count("\n")})
+                  "source_lines": source.count("\n"), "kernel_resources": resources})
     done("package")
     return CompileResult(plan, imported, optimized, times, memory.lower_bound, regions, kernels, report)
 

@@ -27,7 +27,7 @@ def handle_errors(fn):
 @click.option("--against", default="onnxruntime,tensorrt,torch,jax", show_default=True,
               help="Comma-separated competitors (onnxruntime, tensorrt, torch, jax); empty for aotc alone.")
 @click.option("--batch", type=int, default=None, help="Set dim 0 of every ONNX input (aotc and competitors alike).")
-@click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32", show_default=True)
+@click.option("--precision", type=click.Choice(["fp32", "tf32", "fp16", "bf16"]), default="fp32", show_default=True)
 @click.option("--iterations", default=100, show_default=True, help="Timed runs per system (at most).")
 @click.option("--warmup", default=10, show_default=True, help="Untimed runs first.")
 @click.option("--max-seconds", default=30.0, show_default=True,

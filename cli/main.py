@@ -67,8 +67,9 @@ def _human(n: int) -> str:
 @click.option("--no-host", is_flag=True, help="Skip the host build (the engine then cannot run on the cpu device).")
 @click.option("--dump-passes", type=click.Path(file_okay=False), default=None, help="Dump the graph after every pass here.")
 @click.option("--disable-pass", multiple=True, help="Disable a graph pass by name (repeatable).")
-@click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32", show_default=True,
-              help="Compute precision; fp16/bf16 keep norms' and softmax's sums in f32.")
+@click.option("--precision", type=click.Choice(["fp32", "tf32", "fp16", "bf16"]), default="fp32", show_default=True,
+              help="Compute precision; tf32: f32 GEMMs/convs on tensor cores; fp16/bf16 keep norms' and "
+                   "softmax's sums in f32.")
 @click.option("--keep-fp32", default="", help="Comma-separated node names (ONNX node names) kept in f32.")
 @click.option("--layout", type=click.Choice(["nhwc", "nchw"]), default="nhwc", show_default=True,
               help="Layout of convolution stacks (channels-last by default).")

@@ -238,7 +238,7 @@ def default_pipeline(*, layout: str = "nhwc", precision: str = "fp32", keep_fp32
     if layout == "nhwc":
         steps += ["layout-nhwc", _simplify("after-layout")]
     configured = _precision_module.make(precision, keep_fp32)
-    if _precision_module.PRECISIONS[precision].name != "f32":
+    if precision == "tf32" or _precision_module.PRECISIONS[precision].name != "f32":
         steps += [Pass("precision", configured, PASSES["precision"].description), _simplify("after-precision")]
     return Pipeline(steps, name="hlo")
 

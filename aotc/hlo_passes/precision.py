@@ -25,6 +25,9 @@ Guarantees:
 Leaves alone: the graph signature; max/min reductions (exact in any float
 type); graphs already in the target precision (the pass is idempotent: a
 second run converts nothing). `make("f32")` is the identity.
+
+`make("tf32")` changes no dtype: it marks f32 GEMMs and dense convolutions
+precision='tf32' so their kernels run on tensor cores (see _mark_tf32).
 """
 from __future__ import annotations
 
@@ -123,21 +126,40 @@ def _convert_graph(graph: Graph, low, keep: set[str]) -> Graph:
     return out
 
 
+def _mark_tf32(graph: Graph, keep: set[str]) -> Graph:
+    """f32 GEMMs and dense convolutions take precision='tf32': tensor cores, f32 everywhere else.
+
+    Grouped and depthwise convolutions keep full f32: they are memory-bound, so
+    tf32 would cost accuracy for no speed. The op table defines what tf32 means
+    (operands rounded to tf32, f32 accumulation), so the interpreter and every
+    kernel agree on the result.
+    """
+    nodes = []
+    for n in graph.nodes:
+        dense = n.op == "dot_general" or (n.op == "convolution" and n.attrs["groups"] == 1)
+        if dense and n.inputs[0].dtype == dtypes.f32 and n.name not in keep:
+            n = Node(n.op, n.inputs, n.outputs, dict(n.attrs, precision="tf32"), n.name)
+        nodes.append(n)
+    return graph.with_nodes(nodes)
+
+
 def make(precision: str = "fp32", keep_fp32=()):
-    """The precision pass for `precision` ('fp32', 'fp16', 'bf16'), keeping `keep_fp32` names in f32."""
-    if precision not in PRECISIONS:
-        raise AotcError(f"unknown precision '{precision}'; supported: fp32, fp16, bf16")
-    low = PRECISIONS[precision]
+    """The precision pass for `precision` ('fp32', 'tf32', 'fp16', 'bf16'), keeping `keep_fp32` names in f32."""
+    if precision not in PRECISIONS and precision != "tf32":
+        raise AotcError(f"unknown precision '{precision}'; supported: fp32, tf32, fp16, bf16")
+    low = PRECISIONS.get(precision, dtypes.f32)
     keep = {k.strip() for k in keep_fp32 if k.strip()}
 
     def run(graph: Graph) -> Graph:
-        if low == dtypes.f32:
+        if low == dtypes.f32 and precision != "tf32":
             return graph.with_nodes(graph.nodes)
         names = {n.name for n in graph.nodes}
         unknown = sorted(keep - names)
         if unknown:
             raise AotcError(f"--keep-fp32 names {', '.join(unknown)}, which match no node "
                             f"(the graph has {len(names)} node names; see --dump-passes)")
+        if precision == "tf32":
+            return _mark_tf32(graph, keep)
         return _convert_graph(graph, low, keep)
     return run
 

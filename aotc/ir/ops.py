@@ -483,6 +483,24 @@ _def("reduce", REDUCTION, _reduce_infer, _reduce_ref, lambda a, i, o: i[0].size,
 
 # ------------------------------------------------------------------ dot / conv
 
+def round_tf32(a: np.ndarray) -> np.ndarray:
+    """f32 values rounded to tf32 (10 mantissa bits, nearest, ties away from zero): PTX cvt.rna.tf32.f32.
+
+    dot_general and convolution with attrs precision='tf32' (set by `--precision tf32`) multiply
+    their operands rounded this way and accumulate in f32, which is what the tensor cores compute.
+    """
+    u = np.ascontiguousarray(a, np.float32).view(np.uint32)
+    finite = (u & 0x7F800000) != 0x7F800000
+    r = np.where(finite, (u + np.uint32(0x1000)) & np.uint32(0xFFFFE000), u)
+    return r.astype(np.uint32).view(np.float32)
+
+
+def _tf32_operands(attrs, *xs):
+    if attrs.get("precision", "default") == "tf32":
+        return tuple(round_tf32(x) if x.dtype == np.float32 else x for x in xs)
+    return xs
+
+
 def _dot_dims(attrs):
     return (tuple(attrs["lhs_batch"]), tuple(attrs["rhs_batch"]),
             tuple(attrs["lhs_contract"]), tuple(attrs["rhs_contract"]))
@@ -495,8 +513,18 @@ def dot_free_dims(attrs, lhs_rank, rhs_rank):
             [d for d in range(rhs_rank) if d not in rb + rc])
 
 
+PRECISION_CONFIGS = ("default", "tf32")
+
+
+def _check_precision(attrs, ts):
+    p = attrs.get("precision", "default")
+    _check(p in PRECISION_CONFIGS, f"precision must be one of {PRECISION_CONFIGS}, got {p!r}")
+    _check(p == "default" or ts[0].dtype == dtypes.f32, "precision='tf32' needs f32 operands")
+
+
 def _dot_infer(attrs, ts):
     a, b = ts
+    _check_precision(attrs, ts)
     lb, rb, lc, rc = _dot_dims(attrs)
     _check(len(lb) == len(rb) and len(lc) == len(rc), "batch/contracting dim lists differ in length")
     _check(len(set(lb + lc)) == len(lb + lc) and all(0 <= d < a.rank for d in lb + lc), "bad lhs dims")
@@ -511,6 +539,7 @@ def _dot_infer(attrs, ts):
 
 
 def _dot_ref(attrs, a, b):
+    a, b = _tf32_operands(attrs, a, b)
     lb, rb, lc, rc = _dot_dims(attrs)
     lf, rf = dot_free_dims(attrs, a.ndim, b.ndim)
     A = a.transpose(lb + tuple(lf) + lc).astype(np.float32)
@@ -558,6 +587,7 @@ def _conv_layout(attrs) -> str:
 
 
 def _conv_infer(attrs, ts):
+    _check_precision(attrs, ts)
     """layout NCHW: x (N, C, *S), w (O, C/g, *K) -> (N, O, *S');
     layout NHWC: x (N, *S, C), w (O, *K, C/g) -> (N, *S', O). Same attributes either way."""
     x, w = ts
@@ -595,7 +625,7 @@ def _conv_ref(attrs, x, w):
         (out,) = _conv_ref(dict(attrs, layout="NCHW"), x.transpose(back), w.transpose(back))
         return [_contig(out.transpose(to_last))]
     strides, dil, pads, g = tuple(attrs["strides"]), tuple(attrs["dilations"]), attrs["padding"], attrs["groups"]
-    xf, wf = x.astype(np.float32), w.astype(np.float32)
+    xf, wf = _tf32_operands(attrs, x.astype(np.float32), w.astype(np.float32))
     xp = np.pad(xf, [(0, 0), (0, 0)] + [tuple(p) for p in pads])
     out_sp = _conv_infer(attrs, [TensorType(x.shape, dtypes.f32), TensorType(w.shape, dtypes.f32)])[0].shape[2:]
     n, c = x.shape[:2]

@@ -287,7 +287,8 @@ def _dot(b: _Builder) -> Kernel:
     if B > 65535:
         raise UnsupportedError(f"dot_general '{anchor.name}': batch {B} exceeds the grid's z limit 65535")
 
-    if lhs.dtype == rhs.dtype and lhs.dtype in (dtypes.f16, dtypes.bf16):
+    if lhs.dtype == rhs.dtype and (lhs.dtype in (dtypes.f16, dtypes.bf16) or
+                                   anchor.attrs.get("precision") == "tf32"):
         from aotc.kernels.codegen_dot_mma import generate_dot_mma
         return generate_dot_mma(b, (bshape, mshape, nshape, kshape, B, M, N, K))
 
@@ -350,6 +351,8 @@ def _conv(b: _Builder) -> Kernel:
     else:
         xv = em_win.value(x, [oidx[0], "ci"] + q)
         wv = em_win.value(w, [oidx[1], "c"] + ks)
+    if a.get("precision") == "tf32":        # the op's operands are tf32 values (see ops.round_tf32)
+        xv, wv = f"aotc_tf32({xv})", f"aotc_tf32({wv})"
     em_win.emit(f"acc += {xv} * {wv};")
     for _ in range(nsp):
         em_win.close()
@@ -393,7 +396,7 @@ def module_source(kernels: list[Kernel]) -> str:
     if any(k.uses_fp16 for k in kernels):
         parts.append("#define AOTC_USE_FP16 1")
     parts += ['#include "aotc_prelude.cuh"', '#include "aotc_ops.cuh"']
-    if any(k.name.startswith("aotc_dot_mma_") for k in kernels):
+    if any(k.name.startswith(("aotc_dot_mma_", "aotc_dot_tf32_")) for k in kernels):
         parts.append('#include "aotc_mma.cuh"')
     parts.append("")
     seen = set()

@@ -5,7 +5,8 @@ M = N*OH*OW output pixels, N = O output channels and K = KH*KW*C taps, row m
 of A is the receptive field of pixel m, read straight from x (zero where it
 falls in the padding), and B[k, o] is w[o, kh, kw, c] (weights are stored
 (O, *K, C), so K is contiguous). So a dense NHWC conv reuses the GEMM kernels
-(templates/dot.cu, and dot_mma.cu for f16/bf16 on tensor cores) with
+(templates/dot.cu; dot_mma.cu for f16/bf16 and dot_tf32.cu for precision='tf32'
+on tensor cores) with
 conv-specific operand loads; only the index math differs. Depthwise convs
 (one filter per channel) do too little work per byte for a GEMM and get their
 own kernel (templates/depthwise.cu). Everything else (NCHW, grouped convs)
@@ -57,6 +58,7 @@ def generate_implicit_gemm(b: _Builder) -> Kernel:
     x, w, out, a, nsp = conv_geometry(b)
     mshape, nshape, kshape = list(out.shape[:-1]), [out.shape[-1]], list(w.shape[1:])
     M, N, K = math.prod(mshape), nshape[0], math.prod(kshape)
+    tf32 = a.get("precision") == "tf32"
     mma = x.dtype == w.dtype and x.dtype in (dtypes.f16, dtypes.bf16)
     indent = 4
     ema = b.emitter(indent=indent)
@@ -71,8 +73,11 @@ def generate_implicit_gemm(b: _Builder) -> Kernel:
     emb = b.emitter(indent=indent)
     wtap = _unravel(emb, "bk", kshape, "Bk")
     emb.emit(f"bv = {emb.value(w, ['bn'] + wtap)};")
-    epi = dot_epilogue(b, [], mshape, nshape, M, N, indent=5 if mma else 4)
+    epi = dot_epilogue(b, [], mshape, nshape, M, N, indent=5 if mma or tf32 else 4)
     grid = (math.ceil(N / 64), math.ceil(M / 64), 1)
+    if tf32:
+        slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K)
+        return b.finish("dot_tf32", slots, grid, (128, 1, 1))
     if mma:
         bf16 = x.dtype == dtypes.bf16
         slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K,
@@ -112,9 +117,10 @@ def generate_depthwise(b: _Builder) -> Kernel:
     sh, sw = a["strides"]
     dh, dw = a["dilations"]
     emx = b.emitter(indent=3)
-    emx.emit(f"v = {emx.value(x, ['n', 'yi', 'xi', 'c'])};")
+    rnd = "aotc_tf32" if a.get("precision") == "tf32" else ""   # a dense 1-channel conv may land here
+    emx.emit(f"v = {rnd}({emx.value(x, ['n', 'yi', 'xi', 'c'])});")
     emw = b.emitter(indent=3)
-    emw.emit(f"v = {emw.value(w, ['c', 'ky', 'kx', '0'])};")
+    emw.emit(f"v = {rnd}({emw.value(w, ['c', 'ky', 'kx', '0'])});")
     root = b.region.root
     epi = b.emitter(indent=2, overrides={out: "acc"})
     if root.shape == out.shape:

@@ -1,9 +1,11 @@
-"""GEMM regions with f16/bf16 operands -> the tensor-core kernel (templates/dot_mma.cu).
+"""GEMM regions on tensor cores: f16/bf16 operands (templates/dot_mma.cu), f32 as tf32 (dot_tf32.cu).
 
 Same region semantics as the SIMT GEMM (prologue loads, f32 accumulation,
 epilogue on the accumulator); the inner product runs on mma.m16n8k16 through
 aotc's wrappers (templates/aotc_mma.cuh), whose host fallback lets the cpu
-device run the identical source.
+device run the identical source. f32 GEMMs take the tf32 kernel only when the
+op says precision='tf32' (`--precision tf32`); operands are rounded to tf32 as
+they are staged, exactly as the op table's reference rounds them.
 """
 from __future__ import annotations
 
@@ -24,8 +26,12 @@ def generate_dot_mma(b: _Builder, geometry) -> Kernel:
     load_b = dot_operand_load(b, bshape, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, "bk", "bn",
                               kshape, nshape, "bv", indent=4)
     em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=5)
+    grid = (math.ceil(N / 64), math.ceil(M / 64), B)
+    if lhs.dtype == dtypes.f32:            # precision='tf32'
+        slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K)
+        return b.finish("dot_tf32", slots, grid, (128, 1, 1))
     bf16 = lhs.dtype == dtypes.bf16
     slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K,
                  elt="bf16" if bf16 else "f16", ctype=lhs.dtype.c,
                  to_elt="__float2bfloat16" if bf16 else "__float2half")
-    return b.finish("dot_mma", slots, (math.ceil(N / 64), math.ceil(M / 64), B), (128, 1, 1))
+    return b.finish("dot_mma", slots, grid, (128, 1, 1))

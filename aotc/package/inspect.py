@@ -40,12 +40,39 @@ def runnable_here(data: bytes) -> dict:
     return out
 
 
+def kernel_resources(plan) -> dict[str, dict[str, dict]]:
+    """arch -> kernel -> registers, static_smem, local_bytes, read from the engine's own cubins."""
+    from aotc.errors import AotcError
+    from aotc.kernels.resources import cubin_resources
+    out = {}
+    for arch, cubin in plan.cubins.items():
+        try:
+            out[arch] = {k: r.as_dict() for k, r in cubin_resources(cubin).items()}
+        except AotcError:        # an unreadable cubin shows no usage; the runtime judges the engine
+            pass
+    return out
+
+
+def _fmt_resources(k: dict) -> str:
+    """`regs 32/40 smem 4096 B`: registers per arch in the header's order, static + dynamic smem."""
+    res = [k["resources"][a] for a in sorted(k.get("resources", {}))]
+    if not res:
+        return ""
+    regs = "/".join(str(r["registers"]) for r in res)
+    smem = max(r["static_smem"] for r in res) + k["smem"]
+    local = max(r["local_bytes"] for r in res)
+    return f" regs {regs} smem {smem} B" + (f" local {local} B" if local else "")
+
+
 def describe_engine(data: bytes, bandwidth: float = H200_BANDWIDTH, fp32_flops: float = H200_FP32_FLOPS,
                     tc_flops: float = H200_TC_FLOPS) -> dict:
     plan = read_engine(data)
     manifest = read_manifest(data)
+    usage = kernel_resources(plan)
     kernels = [{"name": l.kernel, "region": l.region, "grid": list(l.grid), "block": list(l.block),
-                "smem": l.smem, "bytes": l.bytes, "flops": l.flops} for l in plan.launches]
+                "smem": l.smem, "bytes": l.bytes, "flops": l.flops,
+                "resources": {a: per[l.kernel] for a, per in usage.items() if l.kernel in per}}
+               for l in plan.launches]
     total_bytes = sum(l.bytes for l in plan.launches)
     total_flops = sum(l.flops for l in plan.launches)
     return {
@@ -81,10 +108,11 @@ def format_description(info: dict, path: str = "") -> str:
     lines += [f"  {_fmt_tensor(t)}" for t in info["inputs"]]
     lines.append("outputs:")
     lines += [f"  {_fmt_tensor(t)}" for t in info["outputs"]]
-    lines.append(f"kernels: {len(info['kernels'])} launches, {info['distinct_kernels']} distinct")
+    lines.append(f"kernels: {len(info['kernels'])} launches, {info['distinct_kernels']} distinct"
+                 + (f" (regs per thread on {'/'.join(info['archs'])})" if info["archs"] else ""))
     for i, k in enumerate(info["kernels"]):
-        lines.append(f"  {i:3d} {k['name']:<28} grid {tuple(k['grid'])} block {tuple(k['block'])} "
-                     f"{k['bytes']:>10} B {k['flops']:>12} FLOP  {k['region']}")
+        lines.append(f"  {i:3d} {k['name']:<28} grid {tuple(k['grid'])} block {tuple(k['block'])}"
+                     f"{_fmt_resources(k)} {k['bytes']:>10} B {k['flops']:>12} FLOP  {k['region']}")
     lb = info.get("arena_lower_bound")
     lines.append(f"memory: arena {info['arena_bytes']} B" + (f" (lower bound {lb} B)" if lb is not None else "")
                  + f", weights {info['weights_bytes']} B")

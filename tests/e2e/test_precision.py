@@ -46,6 +46,21 @@ def test_low_precision_engine_matches_fp32_reference(builder, precision, tmp_pat
         assert err <= TOL[precision], f"{builder.__name__}/{spec.name} {precision}: rel error {err:.2e}"
 
 
+@pytest.mark.parametrize("builder", [resnet_bottleneck, bert_encoder], ids=["resnet", "bert"])
+def test_tf32_engine_matches_fp32_reference(builder, tmp_path):
+    """--precision tf32: f32 everywhere, GEMMs and dense convs on the tf32 tensor-core kernels."""
+    model, feeds = builder()
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    path = tmp_path / "m.engine"
+    result = aotc.compiler.compile(model, path, arch="none", precision="tf32")
+    assert any(k.startswith("aotc_dot_tf32_") for k in result.plan.kernels)
+    engine = Engine(str(path))
+    outs = engine.create_context(device="cpu").run(feeds)
+    for spec, w in zip(engine.outputs, want):
+        err = rel_error(outs[spec.name], w)
+        assert 1e-7 < err <= 1e-2, f"{builder.__name__}/{spec.name} tf32: rel error {err:.2e}"
+
+
 def test_cli_precision_keep_fp32_and_report(tmp_path):
     import onnx
 

@@ -95,3 +95,24 @@ def test_transformer_block_fp16_close_to_f32():
     verify(out)
     assert counts(out)["convert"] > counts(g).get("convert", 0)
     assert_same_fresh(g, out, rtol=2e-2, atol=2e-2)
+
+
+def test_tf32_marks_dense_gemms_and_convs_only():
+    """--precision tf32 changes no dtype: f32 GEMMs and dense convs get precision='tf32', the rest stays."""
+    g = _layer_norm_linear()
+    out = precision.make("tf32")(g)
+    verify(out)
+    assert [n.attrs.get("precision") for n in out.nodes if n.op == "dot_general"] == ["tf32"]
+    assert counts(out) == counts(g) and all(v.dtype == dtypes.f32 for n in out.nodes for v in n.outputs)
+    assert_same_fresh(g, out, rtol=1e-2, atol=1e-3)
+    kept = precision.make("tf32", ["fc"])(g)
+    assert all("precision" not in n.attrs for n in kept.nodes)
+    rng, _ = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (1, 6, 8, 8))
+    dense = b.add("convolution", x, b.constant(random_array(rng, (4, 6, 3, 3))), strides=(1, 1),
+                  padding=((1, 1), (1, 1)), dilations=(1, 1), groups=1)
+    dw = b.add("convolution", x, b.constant(random_array(rng, (6, 1, 3, 3))), strides=(1, 1),
+               padding=((1, 1), (1, 1)), dilations=(1, 1), groups=6)
+    convs = precision.make("tf32")(b.build([dense, dw]))
+    assert [n.attrs.get("precision") for n in convs.nodes if n.op == "convolution"] == ["tf32", None]

@@ -93,3 +93,24 @@ def test_costs():
     assert ops.node_bytes([t(4, 4)], [t(4, 4)]) == 128
     attrs = {"kind": "sum", "axes": (1,)}
     assert ops.node_flops("reduce", attrs, [t(4, 8)], [t(4)]) == 32
+
+
+def test_round_tf32_is_round_to_nearest_ties_away():
+    round_tf32 = ops.round_tf32
+    ulp = 2.0 ** -10
+    x = np.array([1.0, 1 + ulp / 2, 1 + ulp / 4, -(1 + ulp / 2), 1 + 1.5 * ulp, 1 + 0.75 * ulp, np.inf, -np.inf, 0.0],
+                 np.float32)
+    want = np.array([1.0, 1 + ulp, 1.0, -(1 + ulp), 1 + 2 * ulp, 1 + ulp, np.inf, -np.inf, 0.0], np.float32)
+    got = round_tf32(x)
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(round_tf32(np.array([np.nan], np.float32)))[0]
+    assert (got.view(np.uint32)[:6] & 0x1FFF == 0).all()
+
+
+def test_tf32_precision_attr_is_checked():
+    f16 = t(2, 2, dt=dtypes.f16)
+    attrs = dict(lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
+    with pytest.raises(VerifyError, match="tf32' needs f32"):
+        ops.infer_types("dot_general", dict(attrs, precision="tf32"), [f16, f16])
+    with pytest.raises(VerifyError, match="precision must be one of"):
+        ops.infer_types("dot_general", dict(attrs, precision="bf16x3"), [f16, f16])

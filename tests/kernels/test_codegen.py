@@ -248,3 +248,26 @@ def test_tensor_core_dot(dtype, m, n, k, batch):
     from aotc.kernels.nvrtc_compile import compile_device
     ptx = compile_device(codegen.module_source(kernels), "compute_90")
     assert b"mma.sync.aligned.m16n8k16" in ptx
+
+
+@pytest.mark.parametrize("m,n,k,batch", [(50, 70, 33, ()), (3, 8, 16, (2,)), (130, 17, 100, ())])
+def test_tf32_tensor_core_dot(m, n, k, batch):
+    """precision='tf32' f32 GEMMs run mma.m16n8k8.tf32; operands round exactly as the op table's reference."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    a = b.input("a", batch + (m, k))
+    w = b.input("w", batch + (n, k))
+    nb = len(batch)
+    d = b.add("dot_general", a, w, lhs_batch=tuple(range(nb)), rhs_batch=tuple(range(nb)),
+              lhs_contract=(nb + 1,), rhs_contract=(nb + 1,), precision="tf32")
+    graph = b.build([b.add("tanh", d)])
+    ins = [random_array(rng, batch + (m, k)), random_array(rng, batch + (n, k))]
+    kernels = check(graph, ins, seed, rtol=1e-4, atol=1e-5)     # only the summation order differs
+    assert kernels[0].name.startswith("aotc_dot_tf32_")
+    full = np.tanh(np.einsum("...mk,...nk->...mn", *ins))
+    got = interpret(graph, ins)[0]
+    assert 1e-6 < np.abs(got - full).max() < 1e-2 * np.abs(full).max()   # tf32 really rounds, and not more
+    from aotc.kernels import codegen
+    from aotc.kernels.nvrtc_compile import compile_device
+    ptx = compile_device(codegen.module_source(kernels), "compute_90")
+    assert b"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx and b"cvt.rna.tf32.f32" in ptx

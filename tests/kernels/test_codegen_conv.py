@@ -120,3 +120,18 @@ def test_conv_kernels_compile_for_the_gpu():
     src = codegen.module_source(kernels)
     for arch in ("sm_80", "sm_90"):
         assert compile_device(src, arch)[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("groups,wshape", [(1, (50, 3, 3, 6)), (6, (6, 3, 3, 1)), (2, (4, 3, 3, 3))])
+def test_tf32_convolutions(groups, wshape):
+    """precision='tf32' on every conv kernel family: implicit GEMM (tensor cores), depthwise, direct."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (1, 9, 11, 6))
+    w = b.constant(random_array(rng, wshape), "w")
+    c = b.add("convolution", x, w, strides=(1, 2), padding=((1, 1), (0, 1)), dilations=(1, 1), groups=groups,
+              layout="NHWC", precision="tf32")
+    graph = b.build([b.add("tanh", c)])
+    (k,) = check(graph, [random_array(rng, (1, 9, 11, 6))], seed, rtol=1e-4, atol=1e-5, kinds=["conv"])
+    want = {1: "aotc_dot_tf32_", 6: "aotc_depthwise_", 2: "aotc_conv_"}[groups]
+    assert k.name.startswith(want)

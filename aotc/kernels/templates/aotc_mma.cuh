@@ -7,7 +7,11 @@
 //   a[2] = A[g][2t+8..2t+9]   a[3] = A[g+8][2t+8..2t+9]
 //   b[0] = B[2t..2t+1][g]     b[1] = B[2t+8..2t+9][g]
 //   c/d[0..1] = C[g][2t..2t+1]   c/d[2..3] = C[g+8][2t..2t+1]
-// On the GPU it is one mma.sync instruction (sm_80+). On the host the 32 lanes
+// aotc_mma_m16n8k8_tf32(d, a, b, c): D(16x8) = A(16x8, row) * B(8x8, col) + C with
+// tf32 inputs (f32 bit patterns already rounded by aotc_tf32), one element per register:
+//   a[0] = A[g][t]   a[1] = A[g+8][t]   a[2] = A[g][t+4]   a[3] = A[g+8][t+4]
+//   b[0] = B[t][g]   b[1] = B[t+4][g]   c/d as above.
+// On the GPU each is one mma.sync instruction (sm_80+). On the host the 32 lanes
 // publish their fragments in a per-warp scratch, synchronize, and each lane
 // computes its four outputs in f32: the same arithmetic contract.
 #pragma once
@@ -57,6 +61,29 @@ __device__ __forceinline__ void aotc_mma_m16n8k16_f16(float d[4], const unsigned
                                                       const float c[4]) {
   aotc_mma_host_(d, a, b, c, false);
 }
+
+__device__ __forceinline__ void aotc_mma_m16n8k8_tf32(float d[4], const unsigned a[4], const unsigned b[2],
+                                                      const float c[4]) {
+  __shared__ unsigned scratch[32][32][6];      // [warp][lane][a0..a3, b0, b1]
+  const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const unsigned warp = tid >> 5, lane = tid & 31;
+  for (int r = 0; r < 4; ++r) scratch[warp][lane][r] = a[r];
+  scratch[warp][lane][4] = b[0];
+  scratch[warp][lane][5] = b[1];
+  __syncwarp();
+  const int g = lane >> 2, t = lane & 3;
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+    float sum = 0.0f;
+    for (int k = 0; k < 8; ++k) {   // the hardware reads 19 bits of each operand
+      const unsigned av = scratch[warp][(row & 7) * 4 + (k & 3)][(row >= 8 ? 1 : 0) + (k >= 4 ? 2 : 0)];
+      const unsigned bv = scratch[warp][col * 4 + (k & 3)][4 + (k >= 4 ? 1 : 0)];
+      sum += __uint_as_float(av & 0xffffe000u) * __uint_as_float(bv & 0xffffe000u);
+    }
+    d[i] = c[i] + sum;
+  }
+  __syncwarp();
+}
 __device__ __forceinline__ void aotc_mma_m16n8k16_bf16(float d[4], const unsigned a[4], const unsigned b[2],
                                                        const float c[4]) {
   aotc_mma_host_(d, a, b, c, true);
@@ -77,6 +104,16 @@ __device__ __forceinline__ void aotc_mma_m16n8k16_bf16(float d[4], const unsigne
                                                        const float c[4]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%11,%12,%13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+        "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
+__device__ __forceinline__ void aotc_mma_m16n8k8_tf32(float d[4], const unsigned a[4], const unsigned b[2],
+                                                      const float c[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%10,%11,%12,%13};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),

@@ -9,6 +9,7 @@
 //   AOTC_USE_FP16 (define first)   pulls in __half and __nv_bfloat16
 //   aotc_warp_sum / aotc_warp_max  full-warp butterfly reductions; every lane
 //                                  gets the result, all 32 lanes must call
+//   aotc_tf32(x)                   x rounded to tf32 (cvt.rna: nearest, ties away)
 #pragma once
 
 #define AOTC_INF __int_as_float(0x7f800000)
@@ -41,4 +42,18 @@ __device__ __forceinline__ float aotc_warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
+}
+
+// f32 -> tf32 (10 mantissa bits) as the tensor cores see it; the value stays a float
+// with the low 13 bits clear. Ops with precision='tf32' round their operands with it.
+__device__ __forceinline__ float aotc_tf32(float x) {
+#if defined(AOTC_HOST_EMU)
+  unsigned u = __float_as_uint(x);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+  return __uint_as_float(u);
+#else
+  unsigned u;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
+  return __uint_as_float(u);
+#endif
 }
