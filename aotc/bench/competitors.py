@@ -39,7 +39,9 @@ class TensorRTSystem(System):
             raise RuntimeError("TensorRT's ONNX parser: " + "; ".join(
                 str(parser.get_error(i)) for i in range(parser.num_errors)))
         config = builder.create_builder_config()
-        if self.precision == "fp16":
+        if self.precision == "fp32":          # TensorRT enables TF32 by default: fp32 means fp32
+            config.clear_flag(trt.BuilderFlag.TF32)
+        elif self.precision == "fp16":
             config.set_flag(trt.BuilderFlag.FP16)
         elif self.precision == "bf16":
             config.set_flag(trt.BuilderFlag.BF16)
@@ -103,6 +105,8 @@ class TorchSystem(System):
         dev = "cuda" if self.device == "cuda" else "cpu"
         dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.precision, torch.float32)
         self.dtype = dtype
+        # tf32 only where asked for (cuDNN convs default to it): fp32 rows compare fp32 with fp32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.precision == "tf32"
         module = self.source.torch_module().eval().to(dev)
         if dtype != torch.float32:
             module = module.to(dtype)

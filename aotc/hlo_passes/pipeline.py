@@ -117,7 +117,7 @@ class PipelineReport:
 
 def _structure(graph: Graph) -> tuple:
     """What 'changed' means: nodes (op, value identities, attributes), constants, signature."""
-    nodes = tuple((n.op, n.inputs, n.outputs, repr(n.attr_key())) for n in graph.nodes)
+    nodes = tuple(n.structure_key() for n in graph.nodes)
     return nodes, tuple(graph.constants), tuple(graph.inputs), tuple(graph.outputs)
 
 

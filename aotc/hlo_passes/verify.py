@@ -20,6 +20,8 @@ To add a rule: add a check here and a test that breaks exactly that rule.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from aotc.errors import VerifyError
@@ -59,12 +61,28 @@ def _check_signature(graph: Graph) -> set:
     return defined
 
 
+# Nodes whose types were already checked. A Node and its Values are immutable, so
+# the type rule's verdict never changes; the pipeline verifies after every pass
+# and most nodes survive a pass untouched, so each is type-checked once.
+_TYPES_CHECKED: "weakref.WeakSet[Node]" = weakref.WeakSet()
+
+
 def _check_node(node: Node, defined: set, produced_anywhere: set):
     for v in node.inputs:
         if v not in defined:
             rule = ("input %%%s is defined by a later node (nodes are not in topological order)"
                     if v in produced_anywhere else "input %%%s is not defined (not an input, constant or node output)")
             _fail(node, rule % v.name)
+    if node not in _TYPES_CHECKED:
+        _check_types(node)
+        _TYPES_CHECKED.add(node)
+    for v in node.outputs:
+        if v in defined:
+            _fail(node, f"output %{v.name} is already defined (each Value is defined once)")
+        defined.add(v)
+
+
+def _check_types(node: Node):
     if node.op not in ops.OPS:
         _fail(node, f"unknown primitive op '{node.op}'")
     try:
@@ -81,10 +99,6 @@ def _check_node(node: Node, defined: set, produced_anywhere: set):
         if g != e:
             _fail(node, f"stored output {i} %{node.outputs[i].name} has type {g}, "
                         f"but the infer rule gives {e}")
-    for v in node.outputs:
-        if v in defined:
-            _fail(node, f"output %{v.name} is already defined (each Value is defined once)")
-        defined.add(v)
 
 
 def verify(graph: Graph) -> None:

@@ -23,9 +23,9 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from aotc.errors import ModelError, UnsupportedError, VerifyError
-from aotc.importers import (onnx_control_ops, onnx_index_ops, onnx_math_ops, onnx_nn_more_ops,  # noqa: F401
-                            onnx_nn_ops,
-                            onnx_resize, onnx_shape_ops)  # (imported to register their converters)
+from aotc.importers import (onnx_control_ops, onnx_image_ops, onnx_index_ops, onnx_math_ops,  # noqa: F401
+                            onnx_nn_more_ops, onnx_nn_ops, onnx_resize, onnx_rnn_ops, onnx_shape_ops,
+                            onnx_signal_ops)  # (imported to register their converters)
 from aotc.importers.onnx_functions import MAX_ROUNDS, expand_functions
 from aotc.importers.onnx_ops import CHECKS, CONVERTERS
 from aotc.importers.static_values import StaticValues
@@ -54,6 +54,7 @@ def import_onnx(model: onnx.ModelProto | str | bytes | os.PathLike,
     except Exception as e:  # the checker raises several exception types
         raise ModelError(f"ONNX checker rejected the model: {_one_line(e)}") from None
     model = _fix_input_shapes(model, input_shapes or {})
+    _spell_out_defaults(model)
     try:
         model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except Exception as e:
@@ -77,6 +78,19 @@ def import_onnx(model: onnx.ModelProto | str | bytes | os.PathLike,
     model = _restore_initializers(model, weights)
     _prescan(model, opsets, opset)
     return _convert(model, opset)
+
+
+def _spell_out_defaults(model: onnx.ModelProto) -> None:
+    """Write attribute defaults that onnx's shape inference gets wrong into the nodes.
+
+    STFT's `onesided` defaults to 1 in the spec, onnxruntime and the reference,
+    but onnx 1.23's shape inference assumes 0 when it is absent and infers a
+    full-spectrum output shape, which aotc's cross-check would then reject.
+    """
+    for node in model.graph.node:
+        if node.op_type == "STFT" and node.domain in ("", "ai.onnx") and \
+                not any(a.name == "onesided" for a in node.attribute):
+            node.attribute.append(onnx.helper.make_attribute("onesided", 1))
 
 
 LARGE_INITIALIZER = 1 << 16      # elements

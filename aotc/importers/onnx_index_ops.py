@@ -12,6 +12,8 @@ of size N x M is materialized):
   to the lower index, as ONNX requires); output slot r gathers the element of
   rank r. Work is O(n^2) per row of the reduced axis.
 - CumSum / CumProd: a masked sum / product over the axis, O(n^2) per row.
+- TensorScatter (KV-cache update): each cache element computes which update
+  row lands on it and gathers it; O(cache size).
 
 These are exact and fine for the sizes where ONNX models use them (small
 axes, index updates); a dedicated kernel family would do better on long axes.
@@ -301,3 +303,46 @@ def _max_unpool(ctx, ins, at):
                 lin = term if lin is None else ctx.add("add", lin, term)
             target = Ex(ctx, lin)
     return _scatter_flat(ctx, scalar(ctx, 0, x.dtype, shape), target, x, "none")
+
+
+# ------------------------------------------------------------------ TensorScatter (KV-cache update)
+
+def _tensor_scatter_check(at, node, opset, dtype_of):
+    if at.get("mode", "linear") not in ("linear", "circular"):
+        return f"mode={at['mode']!r} (supported: 'linear', 'circular')"
+
+
+@register("TensorScatter", check=_tensor_scatter_check)
+def _tensor_scatter(ctx, ins, at):
+    """present[b, .., s, ..] = update[b, .., s - w[b], ..] where 0 <= s - w[b] < S, else past.
+
+    s - w[b] is taken modulo the cache length in circular mode. Every cache
+    element computes which update element (if any) lands on it and reads it
+    through one flat gather, so the work is O(cache size) whatever S is.
+    """
+    past, upd = ins[0], ins[1]
+    r = past.type.rank
+    axis = norm_axis(ctx, at.get("axis", -2), r)
+    if axis == 0:
+        raise ctx.model_error("axis 0 is the batch axis; the sequence axis must come after it")
+    shape = past.shape
+    if upd.type.rank != r or any(u != p for i, (u, p) in enumerate(zip(upd.shape, shape)) if i != axis) \
+            or upd.shape[axis] > shape[axis]:
+        raise ctx.model_error(f"update {upd.type} does not fit past_cache {past.type} along axis {axis}")
+    b, q = shape[0], int(np.prod(shape[1:axis]))
+    m, s, rest = shape[axis], upd.shape[axis], int(np.prod(shape[axis + 1:]))
+    grid = (b, q, m, rest)
+    if len(ins) > 2 and ins[2] is not None:
+        w = ctx.add("broadcast_in_dim", convert(ctx, reshape(ctx, ins[2], (b,)), dtypes.i64), shape=grid,
+                    broadcast_dimensions=(0,))
+    else:
+        w = scalar(ctx, 0, dtypes.i64, grid)
+    k = Ex(ctx, _iota(ctx, grid, 2)) - w                        # the update row landing on cache row s
+    if at.get("mode", "linear") == "circular":
+        k = Ex(ctx, ctx.add("rem", (Ex(ctx, ctx.add("rem", k.v, scalar(ctx, m, dtypes.i64, grid))) + m).v,
+                            scalar(ctx, m, dtypes.i64, grid)))
+    hit = ctx.add("and", k.cmp("GE", 0), k.cmp("LT", s))
+    row = Ex(ctx, ctx.add("clamp", scalar(ctx, 0, dtypes.i64, grid), k.v, scalar(ctx, s - 1, dtypes.i64, grid)))
+    flat = ((Ex(ctx, _iota(ctx, grid, 0)) * q + _iota(ctx, grid, 1)) * s + row) * rest + _iota(ctx, grid, 3)
+    taken = ctx.add("gather", reshape(ctx, upd, (upd.type.size,)), flat.v, axis=0)
+    return reshape(ctx, ctx.add("select", hit, taken, reshape(ctx, past, grid)), shape)

@@ -1,4 +1,4 @@
-"""ONNX converters for the remaining math ops: trigonometry, bit shifts, Shrink, windows, EyeLike, quantization.
+"""ONNX converters for the remaining math ops: trigonometry, bit shifts, Shrink, windows, EyeLike, quantization, Det.
 
 Same conventions as onnx_ops.py. QuantizeLinear / DequantizeLinear are float
 math on the IR's integer types (u8, i8, i32): y = saturate(round(x / scale) +
@@ -142,3 +142,66 @@ def _quantize(ctx, ins, at):
     lo, hi = _QRANGE[out_t]
     q = q.max(float(lo)).min(float(hi))   # integer outputs always saturate
     return convert(ctx, q.v, out_t)
+
+
+# ------------------------------------------------------------------ Det
+
+MAX_DET_N = 64   # the elimination is unrolled: about 20 IR nodes per row
+
+
+@register("Det")
+def _det(ctx, ins, at):
+    """Gaussian elimination with partial pivoting, unrolled over the (static) rows.
+
+    Step j picks the row of largest |a| in column 0 of the remaining (B, m, m)
+    matrix (the first on ties), swaps it to the top by selects on an iota mask
+    (flipping the sign when it moves), multiplies the determinant by the pivot
+    and eliminates column 0 from the rows below, leaving a (B, m-1, m-1)
+    matrix. A zero pivot (a singular matrix) is replaced by 1 for the division
+    so the rest stays finite; the determinant is already 0. f16/bf16 compute
+    in f32.
+    """
+    x = ins[0]
+    if x.type.rank < 2 or x.shape[-1] != x.shape[-2]:
+        raise ctx.model_error(f"Det needs square matrices (..., n, n), got {x.type}")
+    lead, n = x.shape[:-2], x.shape[-1]
+    if n > MAX_DET_N:
+        raise ctx.fail(f"Det of {n} x {n} matrices (supported: n <= {MAX_DET_N}; the elimination is unrolled)")
+    bsz = int(np.prod(lead))
+    wide = dtypes.f32 if x.dtype in (dtypes.f16, dtypes.bf16) else x.dtype
+    a = convert(ctx, reshape(ctx, x, (bsz, n, n)), wide)
+    det = Ex(ctx, scalar(ctx, 1, wide, (bsz,)))
+    for m in range(n, 0, -1):
+        col = Ex(ctx, reshape(ctx, _slice(ctx, a, (0, 0, 0), (bsz, m, 1)), (bsz, m))).un("abs")
+        best = Ex(ctx, ctx.add("reduce", col.v, axes=(1,), kind="max"))
+        rows = ctx.add("iota", shape=(bsz, m), dimension=1, dtype="i64")
+        at_best = col.cmp("EQ", ctx.add("broadcast_in_dim", best.v, shape=(bsz, m), broadcast_dimensions=(0,)))
+        p = ctx.add("reduce", Ex(ctx, rows).where(at_best, m).v, axes=(1,), kind="min")        # (B,)
+        is_p = Ex(ctx, rows).cmp("EQ", ctx.add("broadcast_in_dim", p, shape=(bsz, m), broadcast_dimensions=(0,)))
+        grid = (bsz, m, m)
+        is_p3 = ctx.add("broadcast_in_dim", is_p, shape=grid, broadcast_dimensions=(0, 1))
+        pivot_row = ctx.add("reduce", Ex(ctx, a).where(is_p3, 0).v, axes=(1,), kind="sum")     # (B, m)
+        pivot = Ex(ctx, reshape(ctx, _slice(ctx, pivot_row, (0, 0), (bsz, 1)), (bsz,)))
+        moved = Ex(ctx, p).cmp("NE", 0)
+        det = (-(det * pivot)).where(moved, det * pivot)
+        if m == 1:
+            break
+        # rows 1..m-1 after the swap: the old top row stands where the pivot row was
+        top = ctx.add("broadcast_in_dim", reshape(ctx, _slice(ctx, a, (0, 0, 0), (bsz, 1, m)), (bsz, m)),
+                      shape=(bsz, m - 1, m), broadcast_dimensions=(0, 2))
+        rest = ctx.add("select", _slice(ctx, is_p3, (0, 1, 0), grid), top, _slice(ctx, a, (0, 1, 0), grid))
+        safe = Ex(ctx, scalar(ctx, 1, wide, (bsz,))).where(pivot.cmp("EQ", 0), pivot)
+        factor = Ex(ctx, reshape(ctx, _slice(ctx, rest, (0, 0, 0), (bsz, m - 1, 1)), (bsz, m - 1))) / \
+            ctx.add("broadcast_in_dim", safe.v, shape=(bsz, m - 1), broadcast_dimensions=(0,))
+        sub = (bsz, m - 1, m - 1)
+        a = (Ex(ctx, _slice(ctx, rest, (0, 0, 1), (bsz, m - 1, m)))
+             - Ex(ctx, ctx.add("broadcast_in_dim", factor.v, shape=sub, broadcast_dimensions=(0, 1)))
+             * ctx.add("broadcast_in_dim", _slice(ctx, pivot_row, (0, 1), (bsz, m)), shape=sub,
+                       broadcast_dimensions=(0, 2))).v
+    return reshape(ctx, convert(ctx, det.v, x.dtype), lead)
+
+
+def _slice(ctx, v: Value, start, limit) -> Value:
+    if tuple(start) == (0,) * len(start) and tuple(limit) == v.shape:
+        return v
+    return ctx.add("slice", v, start=tuple(start), limit=tuple(limit), stride=(1,) * len(start))

@@ -13,6 +13,7 @@ OPSET_MIN = 7
 DTYPES = "float32, float16, bfloat16, int64, int32, int8, uint8, bool"
 _SHAPE_IN = "shape-carrying inputs must be constants (aotc shapes are static)"
 _N2 = "decomposed into compare/select/reduce: O(n^2) per row of the axis"
+_RNN = "all ONNX activations; alpha/beta defaults and length-0 sequence_lens entries follow onnxruntime"
 
 RESTRICTIONS: dict[str, str] = {
     "ArgMax": "", "ArgMin": "",
@@ -21,6 +22,7 @@ RESTRICTIONS: dict[str, str] = {
     "BitShift": "integer types of the IR (uint8 and signed ints); out-of-range shifts saturate",
     "Cast": f"to and from {DTYPES}", "CastLike": f"{DTYPES}",
     "CenterCropPad": f"{_SHAPE_IN}",
+    "Col2Im": "image_shape and block_shape must be constants",
     "Compress": "condition must be a constant (the output shape depends on it)",
     "Constant": "no sparse or string values",
     "ConstantOfShape": _SHAPE_IN,
@@ -28,6 +30,7 @@ RESTRICTIONS: dict[str, str] = {
     "ConvInteger": "computed in f32 (exact while partial sums stay below 2**24)",
     "CumSum": f"axis must be a constant; {_N2}",
     "CumProd": f"axis must be a constant; {_N2}",
+    "Det": "n <= 64 (unrolled Gaussian elimination with partial pivoting; f16/bf16 computed in f32)",
     "DequantizeLinear": "uint8/int8/int32 inputs; per-tensor, per-axis and blocked scales",
     "Dropout": "inference only (identity)",
     "DynamicQuantizeLinear": "",
@@ -36,9 +39,14 @@ RESTRICTIONS: dict[str, str] = {
     "EyeLike": "",
     "GatherND": "", "GatherElements": "",
     "Gelu": "approximate='none' or 'tanh'",
+    "GridSample": "float only; cubic with border padding follows onnxruntime/PyTorch (padding per tap)",
     "GroupNormalization": "",
     "HannWindow": "size must be a constant", "HammingWindow": "size must be a constant",
     "BlackmanWindow": "size must be a constant",
+    "DFT": "float only; dft_length and axis must be constants; a dense O(n^2) matrix product (no FFT), "
+           "DFT matrix up to 2**24 elements",
+    "STFT": "float only; frame_step and frame_length must be constants; frames gathered, then as DFT",
+    "MelWeightMatrix": "all inputs must be constants (becomes a constant)",
     "LpNormalization": "p=1 or p=2",
     "MatMul": "float only", "Gemm": "float only",
     "MatMulInteger": "computed in f32 (exact while partial sums stay below 2**24)",
@@ -54,10 +62,14 @@ RESTRICTIONS: dict[str, str] = {
     "Reshape": _SHAPE_IN,
     "Resize": "nearest/linear/cubic, all coordinate modes; no antialias; sizes/scales/roi constant",
     "ReverseSequence": "sequence_lens must be a constant",
+    "RNN": f"float only; unrolled over the sequence at import time; {_RNN}",
+    "GRU": f"float only; unrolled over the sequence at import time; {_RNN}",
+    "LSTM": f"float only; unrolled over the sequence at import time; {_RNN}",
     "ScatterElements": f"reduction none/add/mul/max/min; {_N2.replace('per row of the axis', '(data x updates)')}",
     "Scatter": "as ScatterElements",
     "ScatterND": f"reduction none/add/mul/max/min; {_N2.replace('per row of the axis', '(data x updates)')}",
     "Slice": _SHAPE_IN, "Split": _SHAPE_IN, "Squeeze": _SHAPE_IN, "Unsqueeze": _SHAPE_IN, "Tile": _SHAPE_IN,
+    "TensorScatter": "",
     "TopK": f"K must be a constant; {_N2}",
     "Upsample": "nearest/linear",
     "If": "the condition must be computable at import time; the taken branch is inlined",

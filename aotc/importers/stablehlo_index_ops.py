@@ -36,10 +36,10 @@ def _clamp(cx, i, lo: int, hi: int):
 
 
 @register("stablehlo.gather")
-def _gather(cx, ins):
-    x, idx = ins
+def _gather(cx, ins, sizes=None):
+    x, idx = ins[:2]
     dn = _gather_dims(cx.op)
-    sizes = M.ints(cx.op, "slice_sizes")
+    sizes = M.ints(cx.op, "slice_sizes") if sizes is None else sizes
     ivd = dn.index_vector_dim
     offset = list(dn.offset_dims)
     # operand batching dims (take_along_axis, vmapped indexing) are indexed dims whose

@@ -213,7 +213,7 @@ def _conv_check(op):
 
 
 @register("stablehlo.convolution", check=_conv_check)
-def _convolution(cx, ins):
+def _convolution(cx, ins, pads=None):
     from jaxlib.mlir.dialects import stablehlo
     op = cx.op
     dn = stablehlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
@@ -229,7 +229,7 @@ def _convolution(cx, ins):
         x = dilate(cx, x, 2 + i, d - 1, zero)
     rev = [2 + i for i, r in enumerate(M.ints(op, "window_reversal", (0,) * nsp) or ()) if r]
     w = reverse(cx, w, rev)
-    pads = M.int_matrix(op, "padding")
+    pads = M.int_matrix(op, "padding") if pads is None else pads
     pads = [(0, 0)] * nsp if pads is None else [(int(a), int(b)) for a, b in pads]
     if any(a < 0 or b < 0 for a, b in pads):
         x = pad(cx, x, zero, [0, 0] + [min(0, a) for a, _ in pads], [0, 0] + [min(0, b) for _, b in pads])

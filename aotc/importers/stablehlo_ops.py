@@ -247,7 +247,32 @@ def _is_inf(cx, ins):
 @register("stablehlo.compare")
 def _compare(cx, ins):
     d = M.enum_text(cx.op.attributes["comparison_direction"])
+    kind = M.enum_text(cx.op.attributes["compare_type"]) if "compare_type" in cx.op.attributes else ""
+    if kind == "TOTALORDER" and ins[0].dtype.is_float:
+        return total_order(cx, ins[0], ins[1], d)
     return cx.add("compare", ins[0], ins[1], direction=d)
+
+
+def total_order(cx, a, b, d: str):
+    """IEEE totalOrder comparison (jax's sort comparators use it): -0 < +0 and NaN above everything.
+
+    NaNs are taken as positive NaNs, the only kind jax's comparators leave after canonicalizing.
+    """
+    def lt(x, y):
+        xe, ye = E(cx, x), E(cx, y)
+        nan_x, nan_y = xe.cmp("NE", xe), ye.cmp("NE", ye)
+        zeros = cx.add("and", xe.cmp("EQ", 0.0), ye.cmp("EQ", 0.0))
+        neg_zero_first = cx.add("and", cx.add("and", zeros, (1 / xe).cmp("LT", 0.0)), (1 / ye).cmp("GT", 0.0))
+        return cx.add("or", cx.add("or", xe.cmp("LT", ye), neg_zero_first), cx.add("and", cx.add("not", nan_x), nan_y))
+
+    if d in ("LT", "GT"):
+        return lt(a, b) if d == "LT" else lt(b, a)
+    eq = cx.add("not", cx.add("or", lt(a, b), lt(b, a)))
+    if d == "EQ":
+        return eq
+    if d == "NE":
+        return cx.add("not", eq)
+    return cx.add("or", lt(a, b) if d == "LE" else lt(b, a), eq)
 
 
 @register("stablehlo.select")

@@ -73,8 +73,20 @@ class Node:
         return self.outputs[0]
 
     def attr_key(self) -> tuple:
-        """A hashable form of the attributes (for CSE and caching)."""
-        return tuple(sorted((k, _freeze(v)) for k, v in self.attrs.items()))
+        """A hashable form of the attributes (for CSE and caching); computed once per node."""
+        key = self.__dict__.get("_attr_key")
+        if key is None:
+            key = tuple(sorted((k, _freeze(v)) for k, v in self.attrs.items()))
+            object.__setattr__(self, "_attr_key", key)
+        return key
+
+    def structure_key(self) -> tuple:
+        """(op, inputs, outputs, attributes' repr): what 'this node changed' means to the pass manager."""
+        key = self.__dict__.get("_structure_key")
+        if key is None:
+            key = (self.op, self.inputs, self.outputs, repr(self.attr_key()))
+            object.__setattr__(self, "_structure_key", key)
+        return key
 
     def __repr__(self) -> str:
         ins = ", ".join(f"%{v.name}" for v in self.inputs)

@@ -274,7 +274,7 @@ def test_input_shapes_override_and_bytes():
 
 def test_unsupported_nodes_listed_in_one_error():
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="ok"),
-             helper.make_node("Det", ["r"], ["h"], name="det"),
+             helper.make_node("RandomUniformLike", ["r"], ["h"], name="rnd"),
              helper.make_node("MyOp", ["h"], ["y"], name="custom", domain="my.domain")]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 3])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
@@ -284,7 +284,7 @@ def test_unsupported_nodes_listed_in_one_error():
     msg = str(e.value)
     assert "\n" not in msg
     assert "2 unsupported" in msg
-    assert "Det 'det' (opset 17)" in msg and "my.domain::MyOp 'custom' (opset 1)" in msg
+    assert "RandomUniformLike 'rnd' (opset 17)" in msg and "my.domain::MyOp 'custom' (opset 1)" in msg
     assert "Supported ONNX ops:" in msg and "Conv" in msg
 
 

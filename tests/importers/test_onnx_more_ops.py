@@ -86,12 +86,12 @@ def test_nonzero_on_a_model_input_is_a_clear_error():
 
 
 def test_prescan_lists_every_unsupported_node_in_details():
-    nodes = [helper.make_node("Det", ["x"], ["h"], name="det"), helper.make_node("Unique", ["h"], ["y"], name="u")]
+    nodes = [helper.make_node("RandomUniformLike", ["x"], ["h"], name="rnd"), helper.make_node("Unique", ["h"], ["y"], name="u")]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])])
     with pytest.raises(UnsupportedError) as e:
         import_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
-    assert e.value.details == ["Det 'det' (opset 17): no converter for this op",
+    assert e.value.details == ["RandomUniformLike 'rnd' (opset 17): no converter for this op",
                                "Unique 'u' (opset 17): no converter for this op"]
     assert e.value.summary.startswith("2 unsupported item(s)") and "\n" not in str(e.value)
 

@@ -40,7 +40,7 @@ def test_ops_command_json_and_table():
 def test_cli_prints_every_unsupported_node_as_a_list(tmp_path):
     import onnx
     from onnx import TensorProto, helper
-    nodes = [helper.make_node("Det", ["x"], ["h"], name="det"), helper.make_node("Unique", ["h"], ["y"], name="u")]
+    nodes = [helper.make_node("RandomUniformLike", ["x"], ["h"], name="rnd"), helper.make_node("Unique", ["h"], ["y"], name="u")]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])])
     path = tmp_path / "bad.onnx"
@@ -49,6 +49,6 @@ def test_cli_prints_every_unsupported_node_as_a_list(tmp_path):
     assert res.exit_code == 1
     lines = [l for l in res.output.splitlines() if l.strip()]
     assert lines[-3].startswith("aotc: error: 2 unsupported item(s)")
-    assert lines[-2:] == ["  - Det 'det' (opset 17): no converter for this op",
+    assert lines[-2:] == ["  - RandomUniformLike 'rnd' (opset 17): no converter for this op",
                           "  - Unique 'u' (opset 17): no converter for this op"]
     assert "Traceback" not in res.output

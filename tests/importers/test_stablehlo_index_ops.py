@@ -8,8 +8,6 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
-from aotc.errors import UnsupportedError  # noqa: E402
-from aotc.importers.stablehlo import import_stablehlo  # noqa: E402
 from tests.helpers.rng import fresh_rng, random_array  # noqa: E402
 from tests.importers.test_stablehlo import check, forms, run_engine  # noqa: E402
 
@@ -65,10 +63,3 @@ def test_embedding_engine(tmp_path):
     assert [s.name for s in engine.inputs] == ["table", "pos", "ids"]
     np.testing.assert_allclose(outs[0], np.asarray(jax.jit(f)(table, pos, ids)), rtol=1e-4, atol=1e-6,
                                err_msg=f"seed {seed}")
-
-
-def test_scatter_is_reported():
-    x = np.ones((4, 3), np.float32)
-    f = lambda x, i: x.at[i].add(1.0)  # noqa: E731
-    with pytest.raises(UnsupportedError, match="stablehlo.scatter"):
-        import_stablehlo(forms(f, x, np.array([1, 1], np.int32))["text"])

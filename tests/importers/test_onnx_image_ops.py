@@ -1,0 +1,106 @@
+"""Col2Im and GridSample (aotc/importers/onnx_image_ops.py) vs onnxruntime: importer + interpreter, and one engine.
+
+Random inputs per run (the seed is in every failure message). Grids reach
+past [-1, 1] so that every padding mode has taps outside the image. The node
+suite covers the ONNX-generated cases end to end.
+"""
+import itertools
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import aotc.compiler
+from aotc.errors import UnsupportedError
+from aotc.importers.onnx import import_onnx
+from aotc.package.engine_format import engine_bytes
+from aotc.package.runtime_binding import Engine
+from tests.helpers.rng import fresh_rng, random_array
+from tests.importers.test_onnx import check, make_model
+
+
+def compare(model, feeds, seed, rtol=1e-4, atol=1e-5):
+    """Importer + interpreter vs onnxruntime, with the seed in the failure message."""
+    try:
+        check(model, feeds, rtol=rtol, atol=atol)
+    except AssertionError as e:
+        raise AssertionError(f"seed {seed}: {e}") from None
+
+
+def onnxruntime_outputs(model, feeds):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _n_blocks(image, block, at):
+    nd = len(image)
+    d, p, s = at.get("dilations", [1] * nd), at.get("pads", [0] * 2 * nd), at.get("strides", [1] * nd)
+    return int(np.prod([(image[i] + p[i] + p[i + nd] - d[i] * (block[i] - 1) - 1) // s[i] + 1 for i in range(nd)]))
+
+
+@pytest.mark.parametrize("image,block,attrs", [
+    ((5, 5), (1, 5), {}),
+    ((6, 7), (2, 3), {"dilations": [2, 1]}),
+    ((7, 6), (3, 3), {"strides": [2, 2], "pads": [1, 0, 1, 2]}),
+    ((3, 4, 5), (1, 2, 3), {"pads": [0, 1, 1, 0, 0, 1], "strides": [1, 2, 1]}),
+])
+def test_col2im_matches_onnxruntime(image, block, attrs):
+    rng, seed = fresh_rng()
+    x = random_array(rng, (2, 3 * int(np.prod(block)), _n_blocks(image, block, attrs)))
+    model = make_model("Col2Im", [("x", x), ("i", np.array(image, np.int64)), ("b", np.array(block, np.int64))],
+                       attrs, opset=18, consts={"i", "b"})
+    compare(model, {"x": x}, seed)
+
+
+def test_col2im_needs_constant_shapes():
+    x = np.ones((1, 4, 4), np.float32)
+    model = make_model("Col2Im", [("x", x), ("i", np.array([3, 3], np.int64)), ("b", np.array([2, 2], np.int64))],
+                       opset=18, consts={"b"})
+    with pytest.raises(UnsupportedError, match="image_shape must be computable at import time"):
+        import_onnx(model)
+
+
+def _grid_case(rng, space, mode, padding, align, opset=22, out=(5, 4)):
+    x = random_array(rng, (2, 3, *space))
+    grid = rng.uniform(-1.4, 1.4, (2, *out, len(space))).astype(np.float32)
+    attrs = {"mode": mode, "padding_mode": padding, "align_corners": align}
+    return make_model("GridSample", [("x", x), ("g", grid)], attrs, opset=opset), {"x": x, "g": grid}
+
+
+@pytest.mark.parametrize("mode,padding,align", list(itertools.product(
+    ["linear", "nearest", "cubic"], ["zeros", "border", "reflection"], [0, 1])))
+def test_grid_sample_2d_matches_onnxruntime(mode, padding, align):
+    rng, seed = fresh_rng()
+    model, feeds = _grid_case(rng, (4, 6), mode, padding, align)
+    compare(model, feeds, seed)
+
+
+@pytest.mark.parametrize("mode,padding,align", [("linear", "zeros", 0), ("linear", "reflection", 1),
+                                                ("nearest", "border", 0), ("nearest", "zeros", 1)])
+def test_grid_sample_3d_matches_onnxruntime(mode, padding, align):
+    rng, seed = fresh_rng()
+    model, feeds = _grid_case(rng, (3, 4, 5), mode, padding, align, out=(2, 3, 4))
+    compare(model, feeds, seed)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic", "nearest"])
+def test_grid_sample_opset16_mode_names(mode):
+    rng, seed = fresh_rng()
+    model, feeds = _grid_case(rng, (5, 3), mode, "border", 0, opset=16)
+    compare(model, feeds, seed)
+
+
+def test_grid_sample_rejects_unknown_mode():
+    rng, _ = fresh_rng()
+    model, _ = _grid_case(rng, (4, 4), "linear", "zeros", 0)
+    next(a for a in model.graph.node[0].attribute if a.name == "mode").s = b"area"
+    with pytest.raises(UnsupportedError, match="mode='area'"):
+        import_onnx(model)
+
+
+def test_grid_sample_engine_on_cpu_device_matches_onnxruntime():
+    rng, seed = fresh_rng()
+    model, feeds = _grid_case(rng, (7, 9), "cubic", "reflection", 0, out=(6, 5))
+    want = onnxruntime_outputs(model, feeds)
+    result = aotc.compiler.compile_model(model, arch="none", host=True)
+    outs = Engine(engine_bytes(result.plan)).create_context("cpu").run(feeds)
+    np.testing.assert_allclose(outs["y0"], want[0], rtol=1e-4, atol=1e-5, err_msg=f"seed {seed}")
