@@ -75,9 +75,8 @@ def import_onnx(model: onnx.ModelProto | str | bytes | os.PathLike,
             model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
         except Exception as e:
             raise ModelError(f"ONNX shape inference failed after expanding {expanded}: {_one_line(e)}") from None
-    model = _restore_initializers(model, weights)
     _prescan(model, opsets, opset)
-    return _convert(model, opset)
+    return _convert(model, opset, weights)
 
 
 def _spell_out_defaults(model: onnx.ModelProto) -> None:
@@ -116,17 +115,6 @@ def _split_large_initializers(model: onnx.ModelProto):
     light.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
                              for t in big if t.name not in declared)
     return light, big
-
-
-def _restore_initializers(model: onnx.ModelProto, big) -> onnx.ModelProto:
-    if not big:
-        return model
-    names = {t.name for t in big}
-    inputs = [i for i in model.graph.input if i.name not in names]
-    del model.graph.input[:]
-    model.graph.input.extend(inputs)
-    model.graph.initializer.extend(big)
-    return model
 
 
 def _one_line(e: Exception) -> str:
@@ -294,14 +282,18 @@ class Ctx:
         return [int(x) for x in np.asarray(self.static(v, what)).reshape(-1)]
 
 
-def _convert(model: onnx.ModelProto, opset: int) -> Graph:
+def _convert(model: onnx.ModelProto, opset: int, big=()) -> Graph:
+    """The Graph of `model`; `big` are the large initializers split out before checking (constants)."""
     g = model.graph
     b = GraphBuilder(g.name or "main")
     env: dict[str, Value] = {}
+    big_names = {t.name for t in big}
     for inp in _graph_inputs(g):
+        if inp.name in big_names:
+            continue
         tt = inp.type.tensor_type
         env[inp.name] = b.input(inp.name, [d.dim_value for d in tt.shape.dim], ONNX_DTYPES[tt.elem_type])
-    for t in g.initializer:
+    for t in list(g.initializer) + list(big):
         env[t.name] = b.constant(numpy_helper.to_array(t), name=t.name, dtype=ONNX_DTYPES[t.data_type])
     inferred = {vi.name: vi.type.tensor_type for vi in list(g.value_info) + list(g.output)
                 if vi.type.HasField("tensor_type")}

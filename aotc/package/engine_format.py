@@ -168,7 +168,7 @@ def _manifest(plan: EnginePlan) -> dict:
 def engine_bytes(plan: EnginePlan) -> bytes:
     """Serialize a plan into one engine file image."""
     sections = [(SEC_MANIFEST, "", json.dumps(_manifest(plan), indent=1).encode()),
-                (SEC_PLAN, "", _plan_bytes(plan)), (SEC_WEIGHTS, "", bytes(plan.weights))]
+                (SEC_PLAN, "", _plan_bytes(plan)), (SEC_WEIGHTS, "", memoryview(plan.weights))]
     for arch in sorted(plan.cubins):
         if not re.match(r"sm_\d+[a-z]?\Z", arch):
             raise ValueError(f"cubin arch {arch!r} is not like 'sm_80'")

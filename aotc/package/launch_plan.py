@@ -59,9 +59,10 @@ def build_launches(graph: Graph, regions: list[Region]):
                 refs[v] = P.BufferRef("weight", offset=off)
                 placed.append((v, off))
                 size = off + v.type.nbytes
-    weights = np.zeros(size, np.uint8)
+    weights = bytearray(size)
+    view = np.frombuffer(weights, np.uint8)
     for v, off in placed:
-        weights[off:off + v.type.nbytes] = np.ascontiguousarray(graph.constants[v]).reshape(-1).view(np.uint8)
+        view[off:off + v.type.nbytes] = np.ascontiguousarray(graph.constants[v]).reshape(-1).view(np.uint8)
 
     # intermediates: written by region i, read until the last region using them
     first = {r.root: i for i, r in enumerate(regions) if r.nodes and r.root not in refs}
@@ -82,7 +83,7 @@ def build_launches(graph: Graph, regions: list[Region]):
         args.append(P.BufferRef("output", index=writes[i]) if i in writes else refs[k.region.root])
         launches.append(P.Launch(k.name, k.grid, k.block, k.smem, args, k.bytes, k.flops,
                                  k.region.describe()))
-    return kernels, launches, weights.tobytes(), memory, writes
+    return kernels, launches, weights, memory, writes
 
 
 def in_place_input(region: Region, kernel: Kernel, first: dict, last: dict):

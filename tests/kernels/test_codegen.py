@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from aotc.fusion.regions import partition
+from aotc.ir import ops
 from aotc.ir.graph import GraphBuilder
 from aotc.ir.interpreter import interpret
 from tests.helpers.host_run import run_on_host
@@ -264,9 +265,10 @@ def test_tf32_tensor_core_dot(m, n, k, batch):
     ins = [random_array(rng, batch + (m, k)), random_array(rng, batch + (n, k))]
     kernels = check(graph, ins, seed, rtol=1e-4, atol=1e-5)     # only the summation order differs
     assert kernels[0].name.startswith("aotc_dot_tf32_")
-    full = np.tanh(np.einsum("...mk,...nk->...mn", *ins))
-    got = interpret(graph, ins)[0]
-    assert 1e-6 < np.abs(got - full).max() < 1e-2 * np.abs(full).max()   # tf32 really rounds, and not more
+    full = np.einsum("...mk,...nk->...mn", *ins)
+    (tf32,) = ops.reference("dot_general", graph.nodes[0].attrs, *ins)
+    err = np.abs(tf32 - full).max() / np.abs(full).max()
+    assert 1e-6 < err < 3e-3, err                 # tf32 really rounds (11-bit significands), and no more
     from aotc.kernels import codegen
     from aotc.kernels.nvrtc_compile import compile_device
     ptx = compile_device(codegen.module_source(kernels), "compute_90")

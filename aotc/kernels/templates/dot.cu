@@ -20,43 +20,36 @@ extern "C" __global__ void __launch_bounds__(256) ${name}(${params}) {
   float ra[4], rb[4];
   // A tile: 64 (m) x 16 (k); thread t loads k = t & 15, m = (t >> 4) + 16*l.
   // B tile: 16 (k) x 64 (n); thread t loads n = t & 63, k = (t >> 6) + 4*l.
-  {
-    const ${idx_t} k0 = 0;
-${fetch}
-  }
-#pragma unroll
-  for (int l = 0; l < 4; ++l) {
-    As[0][threadIdx.x & 15][(threadIdx.x >> 4) + 16 * l] = ra[l];
-    Bs[0][(threadIdx.x >> 6) + 4 * l][threadIdx.x & 63] = rb[l];
-  }
-  __syncthreads();
+  // Software pipeline with one fetch site (half the code to compile): step kt fetches tile kt
+  // into registers, multiplies tile kt-1 from shared memory while those loads are in flight,
+  // then stores tile kt into the other buffer. One barrier per step.
+  const ${idx_t} tiles = (${k} + 15) / 16;
   int cur = 0;
-  for (${idx_t} k0 = 0; k0 < ${k}; k0 += 16) {
-    const bool more = k0 + 16 < ${k};
-    if (more) {
-      const ${idx_t} k0n = k0 + 16;
-      {
-        const ${idx_t} k0 = k0n;
+  for (${idx_t} kt = 0; kt <= tiles; ++kt) {
+    if (kt < tiles) {
+      const ${idx_t} k0 = kt * 16;
 ${fetch}
+    }
+    if (kt > 0) {
+      const int prev = cur ^ 1;
+#pragma unroll
+      for (int kk = 0; kk < 16; ++kk) {
+        float av[4], bw[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) av[i] = As[prev][kk][ty + 16 * i];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) bw[j] = Bs[prev][kk][tx + 16 * j];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bw[j];
       }
     }
-#pragma unroll
-    for (int kk = 0; kk < 16; ++kk) {
-      float av[4], bw[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) av[i] = As[cur][kk][ty + 16 * i];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) bw[j] = Bs[cur][kk][tx + 16 * j];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bw[j];
-    }
-    if (more) {
+    if (kt < tiles) {
 #pragma unroll
       for (int l = 0; l < 4; ++l) {
-        As[cur ^ 1][threadIdx.x & 15][(threadIdx.x >> 4) + 16 * l] = ra[l];
-        Bs[cur ^ 1][(threadIdx.x >> 6) + 4 * l][threadIdx.x & 63] = rb[l];
+        As[cur][threadIdx.x & 15][(threadIdx.x >> 4) + 16 * l] = ra[l];
+        Bs[cur][(threadIdx.x >> 6) + 4 * l][threadIdx.x & 63] = rb[l];
       }
     }
     __syncthreads();
