@@ -130,14 +130,18 @@ def _mark_tf32(graph: Graph, keep: set[str]) -> Graph:
     """f32 GEMMs and dense convolutions take precision='tf32': tensor cores, f32 everywhere else.
 
     Grouped and depthwise convolutions keep full f32: they are memory-bound, so
-    tf32 would cost accuracy for no speed. The op table defines what tf32 means
-    (operands rounded to tf32, f32 accumulation), so the interpreter and every
-    kernel agree on the result.
+    tf32 would cost accuracy for no speed. So do the two GEMMs of an attention
+    pattern: the flash-attention kernel multiplies unnormalized, rescaled
+    probabilities, which no rounding of the op's operands describes. The op
+    table defines what tf32 means (operands rounded to tf32, f32
+    accumulation), so the interpreter and every kernel agree on the result.
     """
+    from aotc.fusion.attention import find_attention
+    attention = {n for m in find_attention(graph).values() for n in (m.qk, m.pv)}
     nodes = []
     for n in graph.nodes:
         dense = n.op == "dot_general" or (n.op == "convolution" and n.attrs["groups"] == 1)
-        if dense and n.inputs[0].dtype == dtypes.f32 and n.name not in keep:
+        if dense and n.inputs[0].dtype == dtypes.f32 and n.name not in keep and n not in attention:
             n = Node(n.op, n.inputs, n.outputs, dict(n.attrs, precision="tf32"), n.name)
         nodes.append(n)
     return graph.with_nodes(nodes)

@@ -116,3 +116,15 @@ def test_tf32_marks_dense_gemms_and_convs_only():
                padding=((1, 1), (1, 1)), dilations=(1, 1), groups=6)
     convs = precision.make("tf32")(b.build([dense, dw]))
     assert [n.attrs.get("precision") for n in convs.nodes if n.op == "convolution"] == ["tf32", None]
+
+
+def test_tf32_leaves_attention_gemms_in_f32():
+    """The flash-attention kernel cannot honor operand rounding, so its two GEMMs are not marked."""
+    g = import_onnx(transformer_block()[0])
+    out = precision.make("tf32")(g)
+    from aotc.fusion.attention import find_attention
+    matches = find_attention(out)
+    assert matches
+    att = {n for m in matches.values() for n in (m.qk, m.pv)}
+    marks = {n: n.attrs.get("precision") for n in out.nodes if n.op == "dot_general"}
+    assert all(marks[n] is None for n in att) and any(p == "tf32" for n, p in marks.items() if n not in att)
