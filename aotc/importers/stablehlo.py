@@ -152,8 +152,9 @@ def _prescan(main, funcs: dict):
     scan(main)
     if problems:
         uniq = list(dict.fromkeys(problems))
-        raise UnsupportedError(f"{len(uniq)} unsupported item(s) in StableHLO module: " + "; ".join(uniq)
-                               + f". Supported ops: {', '.join(sorted(CONVERTERS))}")
+        head = f"{len(uniq)} unsupported item(s) in StableHLO module"
+        raise UnsupportedError(f"{head}: " + "; ".join(uniq) + f". Supported ops: {', '.join(sorted(CONVERTERS))}",
+                               details=uniq, summary=f"{head} (`aotc ops --stablehlo` lists what is supported):")
 
 
 def _sym(fn) -> str:

@@ -266,6 +266,8 @@ def test_unsupported_ops_are_listed_with_locations():
     for op in ("stablehlo.scatter (", "stablehlo.fft (", "complex<f32>", "stablehlo.reduce_precision ("):
         assert op in msg
     assert "test_stablehlo.py:" in msg and "\n" not in msg
+    assert len(e.value.details) == 5 and all("stablehlo." in d for d in e.value.details)   # the CLI's list
+    assert "aotc ops --stablehlo" in e.value.summary
 
 
 def test_dynamic_shapes_and_garbage_are_rejected():
