@@ -121,7 +121,7 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
     # absorb prologue producers. A gemm/conv operand is loaded many times per
     # element, so only index math (injective ops) joins its prologue; compute
     # stays with the producer, where it can be that region's epilogue.
-    heavy = anchor is not None and ops.category(anchor.op) in (ops.DOT, ops.CONV)
+    heavy = anchor is not None and ops.category(anchor.op) in (ops.DOT, ops.CONV) and not staged_depthwise(anchor)
     match = (attention or {}).get(anchor)
     if match is not None:
         members |= match.nodes
@@ -143,7 +143,8 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
                     reasons.append(why)
                     continue
                 members.add(p)
-                restricted[p] = restricted[node]
+                # below a fused expansion conv only index math joins (row reduces stay unrestricted)
+                restricted[p] = restricted[node] or ops.category(p.op) == ops.CONV
                 if p.op == "reduce":
                     row_reduces.append(p)
                 work.append(p)
@@ -159,6 +160,8 @@ def _absorb_refusal(p: Node, v: Value, restricted: bool, anchor, allow_rows: boo
                     users, members, outputs) -> str:
     """Why producer `p` of `v` cannot join the region ("" if it can)."""
     cat = ops.category(p.op)
+    if cat == ops.CONV and _expand_into_depthwise(p, v, anchor, users, members, outputs):
+        return ""
     if cat == ops.REDUCTION and allow_rows and anchor is None and v not in outputs:
         if _row_reduce_ok(p, root.outputs[0].shape, users, members):
             return ""
@@ -173,6 +176,40 @@ def _absorb_refusal(p: Node, v: Value, restricted: bool, anchor, allow_rows: boo
     if not exclusive and cat not in _DUPLICABLE:
         return f"{p.op} '{p.name}' not fused: used outside the region"
     return ""
+
+
+def staged_depthwise(n: Node | None) -> bool:
+    """A depthwise conv that runs on the depthwise kernel (its input patch is staged in shared memory).
+
+    Each staged input element is computed once per tile, so such a conv may take
+    elementwise prologues, and a pointwise expansion conv (see _expand_into_depthwise).
+    """
+    if n is None or n.op != "convolution":
+        return False
+    from aotc.kernels.codegen_conv import depthwise_node_fits
+    x, w = n.inputs
+    a = n.attrs
+    return (a.get("layout") == "NHWC" and x.type.rank == 4 and w.shape[-1] == 1
+            and a["groups"] == x.shape[-1] == n.outputs[0].shape[-1] and depthwise_node_fits(n))
+
+
+def _expand_into_depthwise(p: Node, v: Value, anchor, users, members, outputs) -> bool:
+    """A 1x1 conv (MobileNet's expansion) whose result only feeds a staged depthwise conv.
+
+    The depthwise kernel then computes the expansion while it stages its input
+    patch (a channel dot product per staged element, the halo recomputed), so the
+    expanded tensor, the largest of the block, never goes through memory.
+    """
+    if not staged_depthwise(anchor) or v in outputs or len(p.outputs) != 1:
+        return False
+    if any(m.op == "convolution" and m is not anchor for m in members):
+        return False
+    x, w = p.inputs
+    a = p.attrs
+    pointwise = (a.get("layout") == "NHWC" and a["groups"] == 1 and x.type.rank == 4
+                 and all(k == 1 for k in w.shape[1:-1]) and all(s == 1 for s in a["strides"])
+                 and all(d == 1 for d in a["dilations"]) and all(tuple(q) == (0, 0) for q in a["padding"]))
+    return pointwise and all(u in members for u in users.get(v, []))
 
 
 def _row_reduce_ok(p: Node, shape, users, members) -> bool:

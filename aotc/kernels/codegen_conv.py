@@ -99,11 +99,28 @@ def _depthwise_tile(kshape, strides, dils, tc):
     return None
 
 
-def depthwise_fits(b: _Builder) -> bool:
-    x, w, out, a, _ = conv_geometry(b)
+def depthwise_node_fits(conv) -> bool:
+    """The depthwise kernel can run this (NHWC, 2-D, one filter per channel) conv: grid and smem limits."""
+    w, out, a = conv.inputs[1], conv.outputs[0], conv.attrs
     tc = min(DW_CHANNELS, 1 << max(0, (out.shape[-1] - 1).bit_length()))
     return out.shape[0] <= 65535 and math.ceil(out.shape[-1] / tc) <= 65535 and \
         _depthwise_tile(w.shape[1:3], a["strides"], a["dilations"], tc) is not None
+
+
+def depthwise_fits(b: _Builder) -> bool:
+    return depthwise_node_fits(b.region.anchor)
+
+
+def _expansion(em, conv) -> None:
+    """Emit `ex` = the 1x1 conv `conv` at (n, yi, xi, c): a dot product over its input channels."""
+    x0, w0 = conv.inputs
+    rnd = "aotc_tf32" if conv.attrs.get("precision") == "tf32" else ""
+    em.emit("float ex = 0.0f;")
+    em.open(f"for (int ci = 0; ci < {x0.shape[-1]}; ++ci)")
+    xv = em.value(x0, ["n", "yi", "xi", "ci"])
+    wv = em.value(w0, ["c", "0", "0", "ci"])
+    em.emit(f"ex += {rnd}({xv}) * {rnd}({wv});")
+    em.close()
 
 
 def generate_depthwise(b: _Builder) -> Kernel:
@@ -116,8 +133,11 @@ def generate_depthwise(b: _Builder) -> Kernel:
     (ph, _), (pw, _) = a["padding"]
     sh, sw = a["strides"]
     dh, dw = a["dilations"]
-    emx = b.emitter(indent=3)
     rnd = "aotc_tf32" if a.get("precision") == "tf32" else ""   # a dense 1-channel conv may land here
+    inner = [n for n in b.region.nodes if n.op == "convolution" and n is not b.region.anchor]
+    emx = b.emitter(indent=3, overrides={inner[0].outputs[0]: "ex"} if inner else None)
+    if inner:                        # a fused 1x1 expansion: computed per staged element
+        _expansion(emx, inner[0])
     emx.emit(f"v = {rnd}({emx.value(x, ['n', 'yi', 'xi', 'c'])});")
     emw = b.emitter(indent=3)
     emw.emit(f"v = {rnd}({emw.value(w, ['c', 'ky', 'kx', '0'])});")

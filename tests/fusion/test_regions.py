@@ -147,3 +147,38 @@ def test_node_needed_by_a_duplicated_user_in_another_region_is_materialized():
     g = b.build([b.add("div", other, r1)])
     regions = partition(g)
     check_partition(g, regions)
+
+
+def _mbconv(stride=1, chans=(8, 48), expand_users=1, expand_stride=1):
+    """MobileNetV2's expansion: 1x1 conv + bias + relu6 -> depthwise 3x3 (+ bias) in NHWC."""
+    cin, cexp = chans
+    b = GraphBuilder()
+    x = b.input("x", (1, 9, 11, cin))
+    w1 = b.constant(np.ones((cexp, 1, 1, cin), np.float32))
+    e = b.add("convolution", x, w1, strides=(expand_stride,) * 2, padding=((0, 0), (0, 0)), dilations=(1, 1),
+              groups=1, layout="NHWC", name="expand")
+    six = b.add("broadcast_in_dim", b.constant(np.float32(6)), shape=e.shape, broadcast_dimensions=())
+    zero = b.add("broadcast_in_dim", b.constant(np.float32(0)), shape=e.shape, broadcast_dimensions=())
+    r = b.add("clamp", zero, e, six)
+    w2 = b.constant(np.ones((cexp, 3, 3, 1), np.float32))
+    d = b.add("convolution", r, w2, strides=(stride,) * 2, padding=((1, 1), (1, 1)), dilations=(1, 1),
+              groups=cexp, layout="NHWC", name="dw")
+    outs = [d] + ([r] if expand_users > 1 else [])
+    return b.build(outs)
+
+
+def test_pointwise_expansion_fuses_into_the_depthwise_region():
+    g = _mbconv(stride=2)
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["conv"]
+    assert sorted(n.name for n in regions[0].nodes if n.op == "convolution") == ["dw", "expand"]
+    assert regions[0].anchor.name == "dw" and g.inputs[0] in regions[0].inputs
+
+
+@pytest.mark.parametrize("why", ["expansion is also an output", "strided expansion"])
+def test_expansion_stays_apart_when_it_must(why):
+    g = _mbconv(expand_users=2) if why.startswith("expansion is") else _mbconv(expand_stride=2)
+    regions = partition(g)
+    check_partition(g, regions)
+    assert sorted(kinds(regions)) == ["conv", "conv"]

@@ -135,3 +135,30 @@ def test_tf32_convolutions(groups, wshape):
     (k,) = check(graph, [random_array(rng, (1, 9, 11, 6))], seed, rtol=1e-4, atol=1e-5, kinds=["conv"])
     want = {1: "aotc_dot_tf32_", 6: "aotc_depthwise_", 2: "aotc_conv_"}[groups]
     assert k.name.startswith(want)
+
+
+@pytest.mark.parametrize("dtype,stride,cin,cexp,precision", [
+    ("f32", 1, 8, 48, None), ("f32", 2, 5, 50, None), ("f16", 2, 16, 96, None), ("f32", 1, 3, 40, "tf32")])
+def test_expansion_fused_into_depthwise(dtype, stride, cin, cexp, precision):
+    """MobileNet's 1x1 expansion (+bias+relu6) computed while the depthwise kernel stages its patch."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (2, 13, 10, cin), dtype)
+    w1 = b.constant(random_array(rng, (cexp, 1, 1, cin)).astype(NP[dtype]), "w1")
+    extra = {"precision": precision} if precision else {}
+    e = b.add("convolution", x, w1, strides=(1, 1), padding=((0, 0), (0, 0)), dilations=(1, 1), groups=1,
+              layout="NHWC", **extra)
+    bias = b.constant(random_array(rng, (cexp,)).astype(NP[dtype]), "b1")
+    e = b.add("add", e, b.add("broadcast_in_dim", bias, shape=e.shape, broadcast_dimensions=(3,)))
+    lo = b.add("broadcast_in_dim", b.constant(np.zeros((), NP[dtype])), shape=e.shape, broadcast_dimensions=())
+    hi = b.add("broadcast_in_dim", b.constant(np.full((), 6, NP[dtype])), shape=e.shape, broadcast_dimensions=())
+    r = b.add("clamp", lo, e, hi)
+    w2 = b.constant(random_array(rng, (cexp, 3, 3, 1)).astype(NP[dtype]), "w2")
+    d = b.add("convolution", r, w2, strides=(stride, stride), padding=((1, 1), (1, 1)), dilations=(1, 1),
+              groups=cexp, layout="NHWC")
+    graph = b.build([b.add("tanh", d)])
+    tol = 2e-2 if dtype == "f16" else 1e-4
+    (k,) = check(graph, [random_array(rng, (2, 13, 10, cin)).astype(NP[dtype])], seed, rtol=tol, atol=tol,
+                 kinds=["conv"])
+    assert k.name.startswith("aotc_depthwise_") and "float ex = 0.0f;" in k.source
+    assert compile_device(codegen.module_source([k]), "sm_90")[:4] == b"\x7fELF"
