@@ -73,12 +73,14 @@ def _human(n: int) -> str:
 @click.option("--keep-fp32", default="", help="Comma-separated node names (ONNX node names) kept in f32.")
 @click.option("--layout", type=click.Choice(["nhwc", "nchw"]), default="nhwc", show_default=True,
               help="Layout of convolution stacks (channels-last by default).")
+@click.option("--input-shape", "input_shape", multiple=True, metavar="NAME:DIMS",
+              help="Fix a model input's symbolic dims, e.g. input_ids:1x128 (repeatable; as trtexec --shapes).")
 @click.option("--report", is_flag=True, help="Show time and node counts per graph pass.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 @handle_errors
-def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precision, keep_fp32, layout, report,
-                as_json, quiet):
+def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precision, keep_fp32, layout, input_shape,
+                report, as_json, quiet):
     """Compile MODEL (.onnx) into one engine file."""
     import os
 
@@ -92,7 +94,7 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precisi
     keep = [k.strip() for k in keep_fp32.split(",") if k.strip()]
     result = aotc_compile(model, output, arch=arch, host=not no_host, dump_dir=dump_passes,
                           disabled=disable_pass, progress=progress, precision=precision, keep_fp32=keep,
-                          layout=layout)
+                          layout=layout, input_shapes=_parse_input_shapes(input_shape))
     s = result.summary()
     s["engine"] = output
     s["engine_bytes"] = os.path.getsize(output)
@@ -124,6 +126,21 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precisi
     click.echo(f"  engine     {_human(s['engine_bytes'])}")
     click.echo("  time       " + ", ".join(f"{k} {v:.2f}s" for k, v in s["stage_seconds"].items())
                + f" (total {s['total_seconds']:.2f}s)")
+
+
+def _parse_input_shapes(specs) -> dict[str, tuple[int, ...]]:
+    """'NAME:1x3x224x224' -> {NAME: (1, 3, 224, 224)}; the last ':' splits, as tf2onnx names hold ':0'."""
+    shapes = {}
+    for spec in specs:
+        name, sep, dims = spec.rpartition(":")
+        try:
+            shape = tuple(int(d) for d in dims.lower().split("x")) if dims else ()
+        except ValueError:
+            shape = None
+        if not sep or not name or shape is None or any(d < 0 for d in shape):
+            raise click.BadParameter(f"'{spec}' is not NAME:DIMS (e.g. input_ids:1x128)", param_hint="--input-shape")
+        shapes[name] = shape
+    return shapes
 
 
 def _random_inputs(specs, seed=0):

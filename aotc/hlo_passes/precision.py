@@ -71,7 +71,9 @@ def _f32_nodes(graph: Graph, keep: set[str]) -> set[Node]:
     # and so do casts out of f32 (they read the f32 value they convert)
     upcasts = {n for n in graph.nodes if n.op == "convert" and (n.attrs["dtype"] == "f32") !=
                (n.inputs[0].dtype == dtypes.f32)}
-    return island | upcasts | {n for n in graph.nodes if n.name in keep}
+    # a bitcast reinterprets the bits of exactly its input's type: an f32 one reads f32
+    bitcasts = {n for n in graph.nodes if n.op == "bitcast_convert"}
+    return island | upcasts | bitcasts | {n for n in graph.nodes if n.name in keep}
 
 
 def _emit(rw: Rewriter, n: Node, ins: list[Value], attrs: dict) -> tuple[Value, ...]:

@@ -53,6 +53,7 @@ def import_onnx(model: onnx.ModelProto | str | bytes | os.PathLike,
         onnx.checker.check_model(model)
     except Exception as e:  # the checker raises several exception types
         raise ModelError(f"ONNX checker rejected the model: {_one_line(e)}") from None
+    model = _inline_local_functions(model)
     model = _fix_input_shapes(model, input_shapes or {})
     _spell_out_defaults(model)
     try:
@@ -90,6 +91,23 @@ def _spell_out_defaults(model: onnx.ModelProto) -> None:
         if node.op_type == "STFT" and node.domain in ("", "ai.onnx") and \
                 not any(a.name == "onesided" for a in node.attribute):
             node.attribute.append(onnx.helper.make_attribute("onesided", 1))
+
+
+def _inline_local_functions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Calls to the model's own functions replaced by their bodies.
+
+    PyTorch's dynamo exporter (torch 2.1-2.4) and onnxscript write each module
+    as a model-local function in a custom domain (`pkg.torch...`); their nodes
+    are plain ONNX ops once inlined. Bodies written for another opset version
+    are converted to the model's.
+    """
+    if not model.functions:
+        return model
+    import onnx.inliner
+    try:
+        return onnx.inliner.inline_local_functions(model, convert_version=True)
+    except Exception as e:
+        raise ModelError(f"cannot inline the model's local functions: {_one_line(e)}") from None
 
 
 LARGE_INITIALIZER = 1 << 16      # elements
@@ -148,6 +166,7 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: dict) -> onnx.ModelP
         fixed = onnx.ModelProto()
         fixed.CopyFrom(model)
         model, inputs = fixed, _graph_inputs(fixed.graph)
+    unfixed = []            # (input, first free dim, what it is, an example shape with 1 for free dims)
     for inp in inputs:
         if not inp.type.HasField("tensor_type"):
             raise UnsupportedError(f"input '{inp.name}' is not a tensor (sequence/map inputs are not supported)")
@@ -162,11 +181,16 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: dict) -> onnx.ModelP
                 tt.shape.dim.add().dim_value = d
         if not tt.HasField("shape"):
             raise ModelError(f"input '{inp.name}' has no shape; give it with input_shapes={{'{inp.name}': (...)}}")
-        for i, d in enumerate(tt.shape.dim):
-            if not d.HasField("dim_value"):
-                what = f"symbolic ('{d.dim_param}')" if d.dim_param else "unknown"
-                raise ModelError(f"input '{inp.name}' dim {i} is {what}; aotc needs static shapes: "
-                                 f"pass input_shapes={{'{inp.name}': (...)}}")
+        free = [(i, d) for i, d in enumerate(tt.shape.dim) if not d.HasField("dim_value")]
+        if free:
+            i, d = free[0]
+            unfixed.append((inp.name, i, f"symbolic ('{d.dim_param}')" if d.dim_param else "unknown",
+                            "x".join(str(e.dim_value) if e.HasField("dim_value") else "1" for e in tt.shape.dim)))
+    if unfixed:
+        name, i, what, _ = unfixed[0]
+        flags = " ".join(f"--input-shape {n}:{example}" for n, _, _, example in unfixed)
+        raise ModelError(f"input '{name}' dim {i} is {what}; aotc needs static shapes: pass input_shapes="
+                         f"{{{', '.join(repr(n) + ': (...)' for n, _, _, _ in unfixed)}}} (aotc compile: {flags})")
     return model
 
 
@@ -304,7 +328,7 @@ def _convert(model: onnx.ModelProto, opset: int, big=()) -> Graph:
 
 
 def convert_nodes(ctx: Ctx, nodes, env: dict[str, Value], inferred: dict) -> None:
-    """Convert `nodes` in order, binding their outputs in `env` (also used for If branches)."""
+    """Convert `nodes` in order, binding their outputs in `env` (also for If, Loop and Scan bodies)."""
     saved, saved_env = (ctx.node, ctx.label), ctx.env
     ctx.env = env
     for i, node in enumerate(nodes):

@@ -135,7 +135,8 @@ def expand_functions(model: onnx.ModelProto, opset: int, supported) -> tuple[onn
     expanded_ops: list[str] = []
 
     def expand(node: NodeProto) -> list[NodeProto] | None:
-        body = _function_body(node, opset, [types.get(x) if x else None for x in node.input])
+        # a skipped optional input ("") has an empty type: the schema's body builder reads that as absent
+        body = _function_body(node, opset, [types.get(x) if x else onnx.TypeProto() for x in node.input])
         if body is None:
             return None
         # nested function ops are expanded in the next round, once their input types are inferred

@@ -1,4 +1,4 @@
-"""ONNX image ops that move pixels by computed positions: Col2Im and GridSample.
+"""ONNX image ops that move pixels by computed positions: Col2Im, GridSample, RoiAlign.
 
 Col2Im (the inverse of im2col, a transposed convolution's last step) is a
 static scatter-add: which column lands on which pixel depends only on shapes
@@ -14,6 +14,14 @@ taps of the interpolation (nearest: 1 per axis, linear: 2, cubic: 4), clamp
 each tap's index for the gather and zero the taps that fall outside
 (padding_mode zeros). X is gathered through one flat index per tap, so every
 batch and channel reads its own pixel.
+
+RoiAlign is the same gather with the sample positions computed from the
+runtime rois: each output bin averages (or maxes) a grid of bilinear samples,
+laid out as two trailing axes (R, C, OH, OW, GH, GW) that one reduce folds.
+sampling_ratio=0 (adaptive: ceil(roi size / output size) samples per bin)
+makes the grid depend on the roi values, so it needs constant rois: the grid
+is then sized for the largest roi and the samples a smaller roi lacks are
+masked out.
 """
 from __future__ import annotations
 
@@ -23,6 +31,7 @@ import numpy as np
 
 from aotc.importers.onnx_ops import Ex, convert, register, reshape, scalar
 from aotc.ir import dtypes
+from aotc.ir.graph import Value
 
 # ------------------------------------------------------------------ Col2Im
 
@@ -189,3 +198,135 @@ def _grid_sample(ctx, ins, at):
             val = val.where(ctx.add("broadcast_in_dim", valid, shape=y_shape, broadcast_dimensions=to_y), 0.0)
         y = val if y is None else y + val
     return convert(ctx, y.v, x.dtype)
+
+
+# ------------------------------------------------------------------ RoiAlign
+
+_ROI_MODES = ("avg", "max")
+_ROI_COORDS = ("half_pixel", "output_half_pixel")
+_MAX_SAMPLES = 1024        # adaptive sampling: samples per output bin (the grid is a tensor axis)
+
+
+def _roi_align_check(at, node, opset, dtype_of):
+    if at.get("mode", "avg") not in _ROI_MODES:
+        return f"mode={at['mode']!r} (supported: {', '.join(_ROI_MODES)})"
+    if at.get("coordinate_transformation_mode", "half_pixel") not in _ROI_COORDS:
+        return (f"coordinate_transformation_mode={at['coordinate_transformation_mode']!r} "
+                f"(supported: {', '.join(_ROI_COORDS)})")
+
+
+def _roi_bin(starts: Ex, ends: Ex, out: int, half: bool) -> Ex:
+    """Per-roi bin size along one axis; an output_half_pixel roi is at least one pixel wide."""
+    size = ends - starts
+    return (size if half else size.max(1.0)) / float(out)
+
+
+def _adaptive_grid(ctx, rois: Value, scale: float, off: float, half: bool, out_hw) -> list[np.ndarray]:
+    """Per-roi sample counts (GH, GW) of sampling_ratio=0, from constant rois, in the graph's f32 arithmetic."""
+    box = ctx.maybe_static(rois)
+    if box is None:
+        raise ctx.fail("sampling_ratio=0 (adaptive: ceil(roi size / output size) samples per bin, which depends "
+                       "on the roi values) needs rois computable at import time; use sampling_ratio > 0")
+    pts = box.astype(np.float32) * np.float32(scale) - np.float32(off)
+    grids = []
+    for axis, out in ((1, out_hw[0]), (0, out_hw[1])):
+        size = pts[:, axis + 2] - pts[:, axis]
+        if not half:
+            size = np.maximum(size, np.float32(1.0))
+        grids.append(np.maximum(np.ceil(size / np.float32(out)), 0).astype(np.int64))
+    if int(grids[0].max(initial=1)) * int(grids[1].max(initial=1)) > _MAX_SAMPLES:
+        raise ctx.fail(f"sampling_ratio=0 gives up to {grids[0].max()} x {grids[1].max()} samples per bin for "
+                       f"these rois (at most {_MAX_SAMPLES} supported); use sampling_ratio > 0")
+    return grids
+
+
+def _roi_axis_taps(ctx, start: Ex, bin_size: Ex, out: int, grid, g_max: int, size: int):
+    """The two bilinear taps [(index i64, weight f32)] of every sample along one axis, shape (R, out, G).
+
+    Samples outside [-1, size] weigh nothing, those in [-1, 0) read pixel 0 and
+    those past size - 1 the last pixel (the reference's border rule); with a
+    per-roi `grid` (adaptive), the samples past a roi's own count weigh nothing.
+    """
+    r = start.v.shape[0]
+    shape = (r, out, g_max)
+
+    def per_roi(e):
+        return Ex(ctx, ctx.add("broadcast_in_dim", e.v, shape=shape, broadcast_dimensions=(0,)))
+
+    def iota(dim):
+        return Ex(ctx, ctx.add("iota", shape=shape, dimension=dim, dtype="f32"))
+
+    n = float(grid) if isinstance(grid, int) else per_roi(Ex(ctx, ctx.const(np.maximum(grid, 1).astype(np.float32))))
+    step = per_roi(bin_size)
+    pos = per_roi(start) + iota(1) * step + (iota(2) + 0.5) * step / n   # the reference's order of operations
+    valid = ctx.add("and", pos.cmp("GE", -1.0), pos.cmp("LE", float(size)))
+    if not isinstance(grid, int):
+        counts = ctx.add("broadcast_in_dim", ctx.const(grid), shape=shape, broadcast_dimensions=(0,))
+        inside = ctx.add("compare", ctx.add("iota", shape=shape, dimension=2, dtype="i64"), counts, direction="LT")
+        valid = ctx.add("and", valid, inside)
+    at = pos.where(pos.cmp("EQ", pos.v), 0.0).max(0.0).min(size - 1.0)   # NaN: a safe index, zero weight
+    low = at.un("floor")
+    high = (low + 1.0).min(size - 1.0)
+    frac = at - low
+    return [(convert(ctx, i.v, dtypes.i64), w.where(valid, 0.0)) for i, w in ((low, 1.0 - frac), (high, frac))]
+
+
+@register("RoiAlign", check=_roi_align_check)
+def _roi_align(ctx, ins, at):
+    x, rois, batch = ins
+    if x.type.rank != 4 or rois.type.rank != 2 or rois.shape[1] != 4 or batch.shape != rois.shape[:1]:
+        raise ctx.model_error(f"X {x.type}, rois {rois.type}, batch_indices {batch.type}: expected "
+                              "(N, C, H, W), (R, 4) and (R,)")
+    n, c, h, w = x.shape
+    r = rois.shape[0]
+    oh, ow = int(at.get("output_height", 1)), int(at.get("output_width", 1))
+    ratio = int(at.get("sampling_ratio", 0))
+    scale = float(at.get("spatial_scale", 1.0))
+    # RoiAlign-10 had no coordinate_transformation_mode and behaved as output_half_pixel
+    half = at.get("coordinate_transformation_mode", "half_pixel" if ctx.opset >= 16 else "output_half_pixel") \
+        == "half_pixel"
+    off = 0.5 if half else 0.0
+    box = convert(ctx, rois, dtypes.f32)
+    pts = [Ex(ctx, reshape(ctx, ctx.add("slice", box, start=(0, j), limit=(r, j + 1), stride=(1, 1)), (r,)))
+           * scale - off for j in range(4)]                                  # x0, y0, x1, y1 in pixels
+    bin_h, bin_w = _roi_bin(pts[1], pts[3], oh, half), _roi_bin(pts[0], pts[2], ow, half)
+    grid_h, grid_w = (ratio, ratio) if ratio > 0 else _adaptive_grid(ctx, rois, scale, off, half, (oh, ow))
+    gh, gw = (ratio, ratio) if ratio > 0 else (max(int(grid_h.max(initial=0)), 1), max(int(grid_w.max(initial=0)), 1))
+    taps_y = _roi_axis_taps(ctx, pts[1], bin_h, oh, grid_h, gh, h)
+    taps_x = _roi_axis_taps(ctx, pts[0], bin_w, ow, grid_w, gw, w)
+
+    full = (r, c, oh, ow, gh, gw)
+
+    def spread(v: Value, dims) -> Ex:
+        return Ex(ctx, ctx.add("broadcast_in_dim", v, shape=full, broadcast_dimensions=dims))
+
+    first = ctx.add("clamp", scalar(ctx, 0, batch.dtype, (r,)), batch, scalar(ctx, n - 1, batch.dtype, (r,)))
+    plane = Ex(ctx, ctx.add("broadcast_in_dim", convert(ctx, first, dtypes.i64), shape=(r, c),
+                            broadcast_dimensions=(0,))) * c + ctx.add("iota", shape=(r, c), dimension=1, dtype="i64")
+    base = spread((plane * (h * w)).v, (0, 1))
+    flat_x = reshape(ctx, x, (x.type.size,))
+    avg = at.get("mode", "avg") == "avg"
+    acc = None
+    for (iy, wy), (ix, wx) in itertools.product(taps_y, taps_x):
+        idx = base + spread((Ex(ctx, iy) * w).v, (0, 2, 4)) + spread(ix, (0, 3, 5))
+        val = Ex(ctx, convert(ctx, ctx.add("gather", flat_x, idx.v, axis=0), dtypes.f32))
+        # max mode takes the largest weighted tap, max(w * v), not the largest interpolated sample: the
+        # ONNX reference, onnxruntime and the node tests (test_roialign_mode_max) all compute it this way
+        term = val * spread(wy.v, (0, 2, 4)) * spread(wx.v, (0, 3, 5))
+        acc = term if acc is None else (acc + term if avg else acc.max(term))
+    if avg:
+        y = Ex(ctx, ctx.add("reduce", acc.v, axes=(4, 5), kind="sum"))
+        if ratio > 0:
+            return convert(ctx, (y / float(ratio * ratio)).v, x.dtype)
+        count = np.maximum(grid_h * grid_w, 1).astype(np.float32)
+        return convert(ctx, (y / ctx.add("broadcast_in_dim", ctx.const(count), shape=y.v.shape,
+                                           broadcast_dimensions=(0,))).v, x.dtype)
+    if ratio > 0:
+        return convert(ctx, ctx.add("reduce", acc.v, axes=(4, 5), kind="max"), x.dtype)
+    used = np.zeros((r, gh, gw), bool)                     # the samples each roi has, the rest must not win
+    for i in range(r):
+        used[i, :grid_h[i], :grid_w[i]] = True
+    mask = ctx.add("broadcast_in_dim", ctx.const(used), shape=full, broadcast_dimensions=(0, 4, 5))
+    y = Ex(ctx, ctx.add("reduce", acc.where(mask, -np.inf).v, axes=(4, 5), kind="max"))
+    some = ctx.add("broadcast_in_dim", ctx.const(used.any(axis=(1, 2))), shape=y.v.shape, broadcast_dimensions=(0,))
+    return convert(ctx, y.where(some, 0.0).v, x.dtype)   # a roi without samples gives 0, as the reference

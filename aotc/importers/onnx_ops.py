@@ -27,6 +27,7 @@ import numpy as np
 from aotc.ir import dtypes
 from aotc.ir.dtypes import DType
 from aotc.ir.graph import Value
+from aotc.ir.ops import bitcast_problem
 
 CONVERTERS: dict[str, Callable] = {}
 CHECKS: dict[str, Callable] = {}
@@ -279,6 +280,25 @@ def _cast_check(at, node, opset, dtype_of):
 def _cast(ctx, ins, at):
     from aotc.importers.onnx import ONNX_DTYPES
     return convert(ctx, ins[0], ONNX_DTYPES[at["to"]])
+
+
+def _bitcast_check(at, node, opset, dtype_of):
+    from aotc.importers.onnx import ONNX_DTYPES, dtype_name
+    if "to" not in at:
+        return None
+    if at["to"] not in ONNX_DTYPES:
+        return f"bitcast to {dtype_name(at['to'])}"
+    src = dtype_of(node.input[0])
+    problem = src and bitcast_problem(src, ONNX_DTYPES[at["to"]])
+    if problem:
+        return f"bitcast: {problem}"
+
+
+@register("BitCast", check=_bitcast_check)
+def _bitcast(ctx, ins, at):
+    from aotc.importers.onnx import ONNX_DTYPES
+    x, dt = ins[0], ONNX_DTYPES[at["to"]]
+    return x if x.dtype == dt else ctx.add("bitcast_convert", x, dtype=dt.name)
 
 
 @register("CastLike")

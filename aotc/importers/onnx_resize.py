@@ -7,7 +7,13 @@ numpy, so each axis becomes gathers with constant indices and a weighted
 sum with constant weights: index math the fusion pass folds into one loop.
 tf_crop_and_resize samples a region of interest and writes
 extrapolation_value outside the input. Axes are resampled last-first, as the
-ONNX reference does. Antialiasing is not supported.
+ONNX reference does.
+
+Antialiased downscaling (antialias=1, linear/cubic) stretches the filter by
+1/scale, so an axis shrunk by 4 reads 8 (linear) or 16 (cubic) taps per
+output; the taps are still constants. Beyond MAX_TAPS taps an axis is applied
+as one dot_general with its dense (out, in) weight matrix instead of a chain
+of gathers, which keeps the graph small for strong downscales.
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ _COORD = {
 }
 _NEAREST = {"round_prefer_floor": lambda x: np.ceil(x - 0.5), "round_prefer_ceil": lambda x: np.floor(x + 0.5),
             "floor": np.floor, "ceil": np.ceil}
+MAX_TAPS = 8      # taps per output beyond which an axis becomes a dot_general
 
 
 def _resize_check(at, node, opset, dtype_of):
@@ -36,7 +43,7 @@ def _resize_check(at, node, opset, dtype_of):
                              ("coordinate_transformation_mode", tuple(_COORD), "half_pixel"),
                              ("nearest_mode", tuple(_NEAREST), "round_prefer_floor"),
                              ("keep_aspect_ratio_policy", ("stretch", "not_larger", "not_smaller"), "stretch"),
-                             ("antialias", (0,), 0)):
+                             ("antialias", (0, 1), 0)):
         if at.get(key, default) not in ok:
             return f"{key}={at[key]!r} (supported: {', '.join(map(str, ok))})"
     dt = dtype_of(node.input[0])
@@ -50,9 +57,34 @@ def _cubic(t, a):
                     np.where(t < 2, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a, 0.0))
 
 
-def _taps(src, n, at):
+def _antialias_taps(src, n, scale, at):
+    """Taps of the linear/cubic filter stretched by 1/scale when downscaling, normalized to sum 1.
+
+    As in the ONNX reference: the window is the `width` source pixels nearest
+    to src (ties to the left, so an integer src counts as ratio 1 from the
+    pixel on its left), and out-of-range pixels repeat the edge.
+    """
+    scale = min(scale, 1.0)
+    support = 1.0 if at["mode"] == "linear" else 2.0
+    start = int(np.floor(-support / scale) + 1)
+    offs = np.arange(start, 2 - start, dtype=np.float64)[:, None]          # (width, 1)
+    left = np.where(src == np.floor(src), src - 1, np.floor(src))
+    dist = (offs - (src - left)) * scale                                  # (width, m)
+    w = np.clip(1 - np.abs(dist), 0, 1) if at["mode"] == "linear" else _cubic(dist, at.get("cubic_coeff_a", -0.75))
+    w = w / w.sum(axis=0)
+    raw = left + offs
+    if at.get("exclude_outside", 0):
+        w = np.where((raw < 0) | (raw > n - 1), 0.0, w)
+        tot = w.sum(axis=0)
+        w = w / np.where(tot == 0, 1.0, tot)
+    return list(np.clip(raw, 0, n - 1).astype(np.int64)), list(w)
+
+
+def _taps(src, n, at, scale):
     """(indices, weights) lists: output[o] = sum_k weights[k][o] * input[indices[k][o]]."""
     mode = at.get("mode", "nearest")
+    if at.get("antialias", 0) and mode != "nearest":
+        return _antialias_taps(src, n, scale, at)
     if mode == "nearest":
         idx = np.clip(_NEAREST[at.get("nearest_mode", "round_prefer_floor")](src), 0, n - 1)
         return [idx.astype(np.int64)], [np.ones_like(src)]
@@ -89,8 +121,47 @@ def _sizes_and_scales(ctx, x, ins, at, axes):
     return sizes, [m / x.shape[a] for a, m in zip(axes, sizes)]
 
 
+def _weighted_sum(ctx, x, a: int, idxs, ws) -> Ex:
+    """sum_k weights[k] * gather(x, indices[k]) along axis a: index math that fuses into one loop."""
+    y = None
+    for idx, w in zip(idxs, ws):
+        g = ctx.add("gather", x, ctx.const(idx), axis=a)
+        if np.all(w == 1):
+            term = Ex(ctx, g)
+        elif np.all(w == 0):
+            continue
+        else:
+            term = Ex(ctx, g) * ctx.add("broadcast_in_dim", ctx.const(w.astype(x.dtype.np), x.dtype),
+                                        shape=g.shape, broadcast_dimensions=(a,))
+        y = term if y is None else y + term
+    return y
+
+
+def _weight_matrix(ctx, x, a: int, n: int, idxs, ws) -> Ex:
+    """The same sum as one contraction of axis a with the dense (out, in) matrix of the taps."""
+    m = len(idxs[0])
+    mat = np.zeros((m, n), np.float64)
+    for idx, w in zip(idxs, ws):
+        np.add.at(mat, (np.arange(m), idx), w)
+    y = ctx.add("dot_general", x, ctx.const(mat.astype(x.dtype.np), x.dtype), lhs_batch=(), rhs_batch=(),
+                lhs_contract=(a,), rhs_contract=(1,))
+    r = x.type.rank
+    perm = tuple(range(a)) + (r - 1,) + tuple(range(a, r - 1))          # the new axis (last) back to a
+    return Ex(ctx, y if a == r - 1 else ctx.add("transpose", y, permutation=perm))
+
+
 @register("Resize", check=_resize_check)
+def _resize_op(ctx, ins, at):
+    if ctx.opset < 11:
+        # Resize-10 is Upsample-9 renamed: inputs (X, scales), asymmetric coordinates, floor rounding
+        return _resize(ctx, [ins[0], None, ins[1]], {"mode": at.get("mode", "nearest"),
+                                                     "coordinate_transformation_mode": "asymmetric",
+                                                     "nearest_mode": "floor"})
+    return _resize(ctx, ins, at)
+
+
 def _resize(ctx, ins, at):
+    """Resize-11+ semantics on inputs (X, roi, scales, sizes); also the engine of Upsample."""
     x = ins[0]
     r = x.type.rank
     axes = [norm_axis(ctx, a, r) for a in at.get("axes", range(r))]
@@ -111,18 +182,8 @@ def _resize(ctx, ins, at):
             src = _COORD[mode](o, s, n, m)
         if roi is None and src.shape == (n,) and np.array_equal(src, np.arange(n)):
             continue
-        idxs, ws = _taps(src, n, at)
-        y = None
-        for idx, w in zip(idxs, ws):
-            g = ctx.add("gather", x, ctx.const(idx), axis=a)
-            if np.all(w == 1):
-                term = Ex(ctx, g)
-            elif np.all(w == 0):
-                continue
-            else:
-                term = Ex(ctx, g) * ctx.add("broadcast_in_dim", ctx.const(w.astype(x.dtype.np), x.dtype),
-                                            shape=g.shape, broadcast_dimensions=(a,))
-            y = term if y is None else y + term
+        idxs, ws = _taps(src, n, at, s)
+        y = _weighted_sum(ctx, x, a, idxs, ws) if len(idxs) <= MAX_TAPS else _weight_matrix(ctx, x, a, n, idxs, ws)
         if roi is not None:
             out = (src < 0) | (src > n - 1)
             if out.any():

@@ -20,6 +20,8 @@ RESTRICTIONS: dict[str, str] = {
     "AveragePool": "float only",
     "BatchNormalization": "inference only (training_mode=0), output Y only",
     "BitShift": "integer types of the IR (uint8 and signed ints); out-of-range shifts saturate",
+    "BitCast": "equal widths among the IR's types (float32<->int32, int8<->uint8, int8/uint8<->bool; not "
+               "float16<->bfloat16); a byte other than 0/1 bitcast to bool reads as true",
     "Cast": f"to and from {DTYPES}", "CastLike": f"{DTYPES}",
     "CenterCropPad": f"{_SHAPE_IN}",
     "Col2Im": "image_shape and block_shape must be constants",
@@ -60,8 +62,10 @@ RESTRICTIONS: dict[str, str] = {
     "QuantizeLinear": "uint8/int8/int32 outputs (saturating); per-tensor, per-axis and blocked",
     "Range": "start/limit/delta must be constants",
     "Reshape": _SHAPE_IN,
-    "Resize": "nearest/linear/cubic, all coordinate modes; no antialias; sizes/scales/roi constant",
+    "Resize": "nearest/linear/cubic, all coordinate modes, antialias; sizes/scales/roi constant",
     "ReverseSequence": "sequence_lens must be a constant",
+    "RoiAlign": "sampling_ratio=0 (adaptive) needs constant rois; max mode takes the largest weighted tap "
+                "(as the ONNX reference and onnxruntime)",
     "RNN": f"float only; unrolled over the sequence at import time; {_RNN}",
     "GRU": f"float only; unrolled over the sequence at import time; {_RNN}",
     "LSTM": f"float only; unrolled over the sequence at import time; {_RNN}",
@@ -73,6 +77,10 @@ RESTRICTIONS: dict[str, str] = {
     "TopK": f"K must be a constant; {_N2}",
     "Upsample": "nearest/linear",
     "If": "the condition must be computable at import time; the taken branch is inlined",
+    "Loop": "unrolled at import time (at most 1024 iterations): the trip count and the condition after "
+            "every iteration must be computable at import time; no sequence/optional loop values",
+    "Scan": "unrolled over the static sequence length at import time (at most 1024 steps); opset-8 "
+            "sequence_lens must be absent or all full length",
     "ReduceSum": "axes must be constants", "ReduceMean": "axes must be constants",
 }
 
@@ -86,8 +94,9 @@ FUNCTION_OPS: dict[str, str] = {
     "RotaryEmbedding": _FN,
     "SwiGLU": _FN,
     "AffineGrid": f"{_FN}; size must be a constant",
-    "Attention": f"{_FN}; KV-cache (past/present), padded-KV and some f16/bf16-mask variants fail",
-    "CausalConvWithState": f"{_FN}; the past-state variants fail",
+    "Attention": f"{_FN}; softmax_precision=DOUBLE (float64) is not supported",
+    "CausalConvWithState": f"{_FN}",
+    "LinearAttention": f"{_FN} (a Scan, unrolled over the sequence)",
 }
 
 

@@ -15,6 +15,7 @@ from aotc.importers import stablehlo_mlir as M
 from aotc.importers.stablehlo import register
 from aotc.ir import dtypes
 from aotc.ir.graph import Value
+from aotc.ir.ops import bitcast_problem
 
 # ----------------------------------------------------------------- helpers
 
@@ -295,13 +296,18 @@ def _convert(cx, ins):
 
 
 def _bitcast_check(op):
-    a, b = op.operands[0].type, op.results[0].type
-    return None if str(a) == str(b) else "bitcast between different types is not supported"
+    """Equal element widths only: between different widths StableHLO adds or drops a minor dimension."""
+    (_, a), (_, b) = (M.tensor_type(v.type, "value") for v in (op.operands[0], op.results[0]))
+    if a != b and dtypes.boolean in (a, b):   # i1 is one bit wide in StableHLO: i1 <-> i8 changes the width
+        return f"bitcast between {a} and {b}: i1 is one bit wide (supported: equal element widths)"
+    problem = bitcast_problem(a, b)
+    return f"bitcast: {problem}" if problem else None
 
 
 @register("stablehlo.bitcast_convert", check=_bitcast_check)
 def _bitcast(cx, ins):
-    return ins[0]
+    dt = cx.out_type()[1]
+    return ins[0] if ins[0].dtype == dt else cx.add("bitcast_convert", ins[0], dtype=dt.name)
 
 
 _PRECISIONS = {(8, 7): dtypes.bf16, (5, 10): dtypes.f16, (8, 23): dtypes.f32}

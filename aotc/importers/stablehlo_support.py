@@ -38,7 +38,8 @@ RESTRICTIONS: dict[str, str] = {
     "atan2": _FLOAT, "cbrt": _FLOAT, "exponential_minus_one": _FLOAT, "log_plus_one": _FLOAT, "tan": _FLOAT,
     "round_nearest_afz": _FLOAT, "dot_general": _FLOAT, "convolution": f"{_FLOAT}; batch_group_count 1",
     "batch_norm_grad": _FLOAT, "batch_norm_inference": _FLOAT, "batch_norm_training": _FLOAT,
-    "bitcast_convert": "same element type only (a no-op)",
+    "bitcast_convert": "equal element widths (f32<->i32, i8<->ui8); not f16<->bf16 (16-bit floats are "
+                       "computed in f32, which loses NaN bit patterns), not i1 (one bit wide)",
     "reduce_precision": "to bf16, f16 or f32 formats",
     "custom_call": "sharding / device-placement annotations only (identity)",
     "reduce": "bodies: add, multiply, maximum, minimum, and, or (one per input), jax's argmax/argmin pair",

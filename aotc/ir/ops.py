@@ -10,7 +10,8 @@ explicit `broadcast_in_dim`s), reductions drop the reduced axes, shapes are
 static. Deliberate differences: `gather` is numpy's `take` along one axis
 (ONNX Gather), `convolution` is NC+spatial / OI+spatial with symmetric
 attributes (no general dimension numbers yet), `reduce_window` pads with the
-reduction's identity.
+reduction's identity, `bitcast_convert` needs equal element widths (and no
+f16 <-> bf16).
 
 To add an op: write its infer and reference functions, register it with
 `_def`, then teach the code generator (aotc/kernels) its expression.
@@ -305,6 +306,40 @@ def _convert_ref(attrs, x):
 
 
 _def("convert", ELEMENTWISE, _convert_infer, _convert_ref, _out_elems, 1)
+
+
+def bitcast_problem(src: DType, dst: DType) -> str | None:
+    """Why `bitcast_convert` cannot reinterpret src as dst, or None (importers ask before they emit it).
+
+    StableHLO's op restricted to equal element widths, so the shape never
+    changes. f16 <-> bf16 is left out: kernels hold 16-bit floats in float
+    while computing, and a NaN does not keep its bit pattern through that.
+    """
+    if src.itemsize != dst.itemsize:
+        return f"element widths differ: {src} has {8 * src.itemsize} bits, {dst} has {8 * dst.itemsize}"
+    if src != dst and src.is_float and dst.is_float:
+        return f"{src} -> {dst}: 16-bit floats are computed in float, which does not keep NaN bit patterns"
+    return None
+
+
+def _bitcast_infer(attrs, ts):
+    (t,) = ts
+    _check(attrs.get("dtype") in dtypes.BY_NAME, f"dtype must be one of {list(dtypes.BY_NAME)}")
+    dt = dtypes.from_name(attrs["dtype"])
+    problem = bitcast_problem(t.dtype, dt)
+    _check(problem is None, f"bitcast_convert: {problem}")
+    return [TensorType(t.shape, dt)]
+
+
+def _bitcast_ref(attrs, x):
+    dt = dtypes.from_name(attrs["dtype"])
+    if dt == dtypes.boolean:   # only bytes 0 and 1 are bools in C and numpy: any nonzero byte reads as true
+        return [x != 0]
+    return [_contig(x).view(dt.np)]
+
+
+# no arithmetic: its cost is the bytes it moves, like any elementwise op's
+_def("bitcast_convert", ELEMENTWISE, _bitcast_infer, _bitcast_ref, arity=1)
 
 
 # ------------------------------------------------------------------- injective

@@ -141,6 +141,21 @@ def _convert(a: str, src: DType, dst: DType) -> str:
     return f"({dst.c})({a})"
 
 
+def _bitcast(a: str, src: DType, dst: DType) -> str:
+    """Same-width reinterpretation (the op table checks the pairs: f32 <-> i32, and bytes)."""
+    if src == dst:
+        return a
+    if dst == dtypes.boolean:   # as the op table: a nonzero byte reads as true
+        return f"({a} != 0)"
+    if (src, dst) == (dtypes.f32, dtypes.i32):
+        return f"__float_as_int({a})"
+    if (src, dst) == (dtypes.i32, dtypes.f32):
+        return f"__int_as_float({a})"
+    if not src.is_float and not dst.is_float:   # bytes: two's-complement wrap, as a C cast does
+        return f"({dst.c})({a})"
+    raise UnsupportedError(f"no C expression for bitcast_convert {src} -> {dst}")
+
+
 class Emitter:
     """Emits statements into `lines`; `value(v, idx)` returns a C expression for v at idx.
 
@@ -238,6 +253,8 @@ class Emitter:
             return f"aotc_min(aotc_max({args[1]}, {args[0]}), {args[2]})"
         if op == "convert":
             return _convert(args[0], in_t, dtypes.from_name(n.attrs["dtype"]))
+        if op == "bitcast_convert":
+            return _bitcast(args[0], in_t, dtypes.from_name(n.attrs["dtype"]))
         if len(args) == 2:
             return _binary(op, args[0], args[1], in_t)
         return _unary(op, args[0], in_t)

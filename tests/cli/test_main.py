@@ -138,3 +138,27 @@ def test_inspect_roofline_is_overridable(engine_path):
                                                 "--fp32-tflops", "0.6"]).output)
     assert base["roofline_floor_us_h200"] > 0
     assert abs(slow["roofline_floor_us_h200"] / base["roofline_floor_us_h200"] - 100) < 1e-6
+
+
+def test_input_shape_fixes_symbolic_dims(tmp_path):
+    """Exported models carry dynamic axes; --input-shape fixes them (names may hold ':', as tf2onnx's do)."""
+    ort = pytest.importorskip("onnxruntime")
+    x = helper.make_tensor_value_info("input_1:0", TensorProto.FLOAT, ["batch", "seq", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 4])
+    graph = helper.make_graph([helper.make_node("Softmax", ["input_1:0"], ["y"], name="sm", axis=-1)], "g", [x], [y])
+    path = tmp_path / "dyn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    one_line_error(run_cli("compile", str(path), "-o", str(tmp_path / "d.engine"), "--arch", "none"),
+                   "--input-shape input_1:0:1x1x4")
+    res = CliRunner().invoke(main, ["compile", str(path), "-o", str(tmp_path / "d.engine"), "--arch", "none", "-q",
+                                    "--input-shape", "input_1:0:3x5x4"])
+    assert res.exit_code == 0, res.output
+    feeds = {"input_1:0": np.random.default_rng(0).standard_normal((3, 5, 4)).astype(np.float32)}
+    np.savez(tmp_path / "in.npz", **feeds)
+    res = CliRunner().invoke(main, ["run", str(tmp_path / "d.engine"), "--inputs", str(tmp_path / "in.npz"),
+                                    "--outputs", str(tmp_path / "out.npz")])
+    assert res.exit_code == 0, res.output
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["y"], want, rtol=1e-5, atol=1e-6)
+    bad = CliRunner().invoke(main, ["compile", str(path), "-o", str(tmp_path / "e.engine"), "--input-shape", "3x5x4"])
+    assert bad.exit_code != 0 and "NAME:DIMS" in bad.output

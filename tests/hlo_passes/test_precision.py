@@ -128,3 +128,16 @@ def test_tf32_leaves_attention_gemms_in_f32():
     att = {n for m in matches.values() for n in (m.qk, m.pv)}
     marks = {n: n.attrs.get("precision") for n in out.nodes if n.op == "dot_general"}
     assert all(marks[n] is None for n in att) and any(p == "tf32" for n, p in marks.items() if n not in att)
+
+
+@pytest.mark.parametrize("prec", ["fp16", "bf16"])
+def test_bitcast_keeps_reading_f32(prec):
+    """f32 -> i32 bit reinterpretation must see the f32 bits, not a low-precision copy."""
+    b = GraphBuilder()
+    x = b.input("x", (4, 5))
+    bits = b.add("bitcast_convert", x, dtype="i32")
+    g = b.build([bits, b.add("tanh", b.add("exp", x))])
+    out = precision.make(prec)(g)
+    verify(out)
+    xin = np.random.default_rng(0).normal(size=(4, 5)).astype(np.float32)
+    np.testing.assert_array_equal(interpret(out, [xin])[0], interpret(g, [xin])[0])

@@ -319,3 +319,24 @@ def test_double_input_rejected():
     model = make_model("Relu", [("x", np.ones((2,), np.float64))])
     with pytest.raises(UnsupportedError, match="input 'x' has dtype DOUBLE"):
         import_onnx(model)
+
+
+def test_model_local_functions_are_inlined():
+    """Dynamo-style export: modules as local functions (nested, with an attribute reference)."""
+    leaky = helper.make_node("LeakyRelu", ["t"], ["y"], name="act")
+    leaky.attribute.append(onnx.AttributeProto(name="alpha", ref_attr_name="slope", type=onnx.AttributeProto.FLOAT))
+    act = helper.make_function("pkg.torch.nn", "Act", ["t"], ["y"], [leaky],
+                               [helper.make_opsetid("", 17)], attributes=["slope"])
+    linear = helper.make_function(
+        "pkg.torch.nn", "Linear", ["x", "w"], ["y"],
+        [helper.make_node("MatMul", ["x", "w"], ["t"], name="mm"),
+         helper.make_node("Act", ["t"], ["y"], name="call_act", domain="pkg.torch.nn", slope=0.2)],
+        [helper.make_opsetid("", 17), helper.make_opsetid("pkg.torch.nn", 1)])
+    nodes = [helper.make_node("Linear", ["x", "w"], ["h"], name="l0", domain="pkg.torch.nn"),
+             helper.make_node("Softmax", ["h"], ["y"], name="sm", axis=-1)]
+    g = helper.make_graph(nodes, "fn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])],
+                          [numpy_helper.from_array(F(4, 5), "w")])
+    model = helper.make_model(g, functions=[act, linear],
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("pkg.torch.nn", 1)])
+    check(model, {"x": F(3, 4)})          # negative inputs to LeakyRelu: the referenced slope 0.2 matters

@@ -1,12 +1,15 @@
-"""Col2Im and GridSample (aotc/importers/onnx_image_ops.py) vs onnxruntime: importer + interpreter, and one engine.
+"""Col2Im, GridSample, RoiAlign (aotc/importers/onnx_image_ops.py) vs onnxruntime: importer + interpreter, engines.
 
 Random inputs per run (the seed is in every failure message). Grids reach
-past [-1, 1] so that every padding mode has taps outside the image. The node
-suite covers the ONNX-generated cases end to end.
+past [-1, 1] so that every padding mode has taps outside the image, and rois
+past the image's borders. RoiAlign runs at opset 16 (onnxruntime has no
+RoiAlign-22; the two only differ in types). The node suite covers the
+ONNX-generated cases end to end.
 """
 import itertools
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 
@@ -100,6 +103,77 @@ def test_grid_sample_rejects_unknown_mode():
 def test_grid_sample_engine_on_cpu_device_matches_onnxruntime():
     rng, seed = fresh_rng()
     model, feeds = _grid_case(rng, (7, 9), "cubic", "reflection", 0, out=(6, 5))
+    want = onnxruntime_outputs(model, feeds)
+    result = aotc.compiler.compile_model(model, arch="none", host=True)
+    outs = Engine(engine_bytes(result.plan)).create_context("cpu").run(feeds)
+    np.testing.assert_allclose(outs["y0"], want[0], rtol=1e-4, atol=1e-5, err_msg=f"seed {seed}")
+
+
+def _roi_case(rng, attrs, opset=16, n_rois=5, const_rois=False, space=(9, 11)):
+    """X (2, 3, *space) and rois that reach past the image, so the border rules are exercised."""
+    h, w = space
+    x = random_array(rng, (2, 3, h, w))
+    scale = attrs.get("spatial_scale", 1.0)
+    lo = rng.uniform(-2.0, [w - 2, h - 2], (n_rois, 2))
+    hi = lo + rng.uniform(0.3, [w * 0.8, h * 0.8], (n_rois, 2))
+    rois = (np.concatenate([lo, hi], axis=1) / scale).astype(np.float32)
+    batch = rng.integers(0, 2, n_rois).astype(np.int64)
+    ins = [("x", x), ("rois", rois), ("b", batch)]
+    model = make_model("RoiAlign", ins, attrs, opset=opset, consts={"rois"} if const_rois else ())
+    feeds = {k: v for k, v in ins if not (const_rois and k == "rois")}
+    return model, feeds
+
+
+@pytest.mark.parametrize("mode,coords,ratio", list(itertools.product(
+    ["avg", "max"], ["half_pixel", "output_half_pixel"], [1, 2, 3])))
+def test_roi_align_matches_onnxruntime(mode, coords, ratio):
+    rng, seed = fresh_rng()
+    attrs = {"mode": mode, "coordinate_transformation_mode": coords, "sampling_ratio": ratio,
+             "output_height": 3, "output_width": 4, "spatial_scale": 0.5}
+    model, feeds = _roi_case(rng, attrs)
+    compare(model, feeds, seed)
+
+
+def test_roi_align_opset10_is_output_half_pixel():
+    rng, seed = fresh_rng()
+    model, feeds = _roi_case(rng, {"sampling_ratio": 2, "output_height": 2, "output_width": 5}, opset=10)
+    compare(model, feeds, seed)
+
+
+@pytest.mark.parametrize("mode,coords", [("avg", "half_pixel"), ("max", "half_pixel"), ("avg", "output_half_pixel"),
+                                         ("max", "output_half_pixel")])
+def test_roi_align_adaptive_sampling_with_constant_rois(mode, coords):
+    """sampling_ratio=0: each roi its own ceil(size / output) grid; an empty (reversed) roi gives zeros."""
+    rng, seed = fresh_rng()
+    attrs = {"mode": mode, "coordinate_transformation_mode": coords, "output_height": 2, "output_width": 3}
+    model, feeds = _roi_case(rng, attrs, n_rois=6, const_rois=True)
+    rois = next(i for i in model.graph.initializer if i.name == "rois")
+    box = np.frombuffer(rois.raw_data, np.float32).reshape(6, 4).copy()
+    box[0] = [6.0, 5.0, 1.0, 2.0]                     # reversed: no samples with half_pixel
+    rois.raw_data = box.tobytes()
+    compare(model, feeds, seed)
+
+
+def test_roi_align_adaptive_sampling_needs_constant_rois():
+    rng, _ = fresh_rng()
+    model, _ = _roi_case(rng, {"output_height": 2, "output_width": 2})
+    with pytest.raises(UnsupportedError, match="sampling_ratio=0 .* needs rois computable at import time"):
+        import_onnx(model)
+
+
+def test_roi_align_rejects_unknown_mode():
+    rng, _ = fresh_rng()
+    model, _ = _roi_case(rng, {"sampling_ratio": 2})
+    model.graph.node[0].attribute.append(onnx.helper.make_attribute("mode", "median"))
+    with pytest.raises(UnsupportedError, match="mode='median'"):
+        import_onnx(model)
+
+
+@pytest.mark.parametrize("mode,ratio", [("avg", 2), ("max", 0)])
+def test_roi_align_engine_on_cpu_device_matches_onnxruntime(mode, ratio):
+    rng, seed = fresh_rng()
+    attrs = {"mode": mode, "sampling_ratio": ratio, "output_height": 4, "output_width": 3, "spatial_scale": 0.25}
+    model, feeds = _roi_case(rng, attrs, n_rois=7, space=(13, 10), const_rois=ratio == 0)
     want = onnxruntime_outputs(model, feeds)
     result = aotc.compiler.compile_model(model, arch="none", host=True)
     outs = Engine(engine_bytes(result.plan)).create_context("cpu").run(feeds)

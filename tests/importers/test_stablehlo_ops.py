@@ -126,3 +126,32 @@ def test_custom_call_sharding_is_identity():
                                   b"%1 = stablehlo.abs %0 : tensor<4xf32>"))
     a = np.array([-1, 2, -3, 4], np.float32)
     np.testing.assert_array_equal(interpret(g, [a])[0], np.abs(a))
+
+
+def test_bitcast_convert_same_width():
+    rng, _ = fresh_rng()
+    x = random_array(rng, (3, 7))
+    i = rng.integers(-2**31, 2**31, (3, 7)).astype(np.int32)
+
+    def f(x, i):
+        bits = lax.bitcast_convert_type(x * 2.0, jnp.int32)
+        return (bits, bits & 0x7F800000, lax.bitcast_convert_type(i, jnp.float32),
+                lax.bitcast_convert_type(i.astype(jnp.int8), jnp.uint8), lax.bitcast_convert_type(x, jnp.float32))
+    g = check(f, x, i)
+    assert sum(n.op == "bitcast_convert" for n in g.nodes) == 3     # f32 -> f32 is no node
+
+
+@pytest.mark.parametrize("src,result,match", [
+    ("f32", "4x2xbf16", "element widths differ"),                 # a wider source gains a minor dimension
+    ("f16", "4xbf16", "NaN bit patterns"),
+    ("i8", "4x8xi1", "i1 is one bit wide"),
+])
+def test_bitcast_convert_rejects_other_pairs(src, result, match):
+    from aotc.errors import UnsupportedError
+    from aotc.importers.stablehlo import import_stablehlo
+    text = f"""func.func @main(%a: tensor<4x{src}>) -> tensor<{result}> {{
+      %0 = stablehlo.bitcast_convert %a : (tensor<4x{src}>) -> tensor<{result}>
+      return %0 : tensor<{result}>
+    }}""".encode()
+    with pytest.raises(UnsupportedError, match=match):
+        import_stablehlo(text)

@@ -34,6 +34,8 @@ def test_every_op_has_a_category_and_reference():
      [t(1, 3, 5, 5), t(4, 3, 3, 3)], "channels"),
     ("reduce", {"kind": "sum", "axes": (2,)}, [t(2, 3)], "axes"),
     ("compare", {"direction": "XX"}, [t(2), t(2)], "direction"),
+    ("bitcast_convert", {"dtype": "i64"}, [t(2)], "element widths differ: f32 has 32 bits, i64 has 64"),
+    ("bitcast_convert", {"dtype": "bf16"}, [t(2, dt=dtypes.f16)], "NaN bit patterns"),
 ])
 def test_infer_rejects_with_named_rule(op, attrs, ins, match):
     with pytest.raises(VerifyError, match=match) as e:
@@ -114,3 +116,23 @@ def test_tf32_precision_attr_is_checked():
         ops.infer_types("dot_general", dict(attrs, precision="tf32"), [f16, f16])
     with pytest.raises(VerifyError, match="precision must be one of"):
         ops.infer_types("dot_general", dict(attrs, precision="bf16x3"), [f16, f16])
+
+
+def test_bitcast_convert_reinterprets_bits():
+    rng = np.random.default_rng()
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    x[0, :3] = [np.inf, -0.0, np.nan]
+    (bits,) = ops.reference("bitcast_convert", {"dtype": "i32"}, x)
+    assert bits.dtype == np.int32 and bits.shape == x.shape
+    assert bits[0, 0] == 0x7F800000 and bits[0, 1] == -2**31
+    np.testing.assert_array_equal(bits, x.view(np.int32))
+    (back,) = ops.reference("bitcast_convert", {"dtype": "f32"}, bits)
+    np.testing.assert_array_equal(back.view(np.uint32), x.view(np.uint32))
+    (u,) = ops.reference("bitcast_convert", {"dtype": "u8"}, np.array([-1, -128, 5], np.int8))
+    assert u.tolist() == [255, 128, 5]
+    (flags,) = ops.reference("bitcast_convert", {"dtype": "bool"}, np.array([0, 1, 2, 255], np.uint8))
+    assert flags.dtype == np.bool_ and flags.tolist() == [False, True, True, True]   # nonzero reads as true
+    out = ops.infer_types("bitcast_convert", {"dtype": "u8"}, [t(4, 2, dt=dtypes.boolean)])
+    assert out == [t(4, 2, dt=dtypes.u8)]
+    assert ops.category("bitcast_convert") == ops.ELEMENTWISE
+    assert ops.node_flops("bitcast_convert", {"dtype": "i32"}, [t(4, 4)], [t(4, 4, dt=dtypes.i32)]) == 0

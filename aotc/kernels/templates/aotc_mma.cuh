@@ -19,9 +19,14 @@
 #if defined(AOTC_HOST_EMU)
 #include <cstring>
 
-__device__ __forceinline__ float aotc_mma_half_(unsigned word, int hi, bool bf16) {
-  const unsigned short bits = (unsigned short)(hi ? (word >> 16) : (word & 0xffffu));
-  if (bf16) {
+enum { AOTC_MMA_F16 = 0, AOTC_MMA_BF16 = 1, AOTC_MMA_TF32 = 2 };
+
+// Element `elem` of a fragment register as f32: one of two 16-bit halves, or a tf32
+// (of which the hardware reads the top 19 bits).
+__device__ __forceinline__ float aotc_mma_operand_(unsigned word, int elem, int kind) {
+  if (kind == AOTC_MMA_TF32) return __uint_as_float(word & 0xffffe000u);
+  const unsigned short bits = (unsigned short)(elem ? (word >> 16) : (word & 0xffffu));
+  if (kind == AOTC_MMA_BF16) {
     __nv_bfloat16 h;
     std::memcpy(&h, &bits, 2);
     return __bfloat162float(h);
@@ -31,8 +36,11 @@ __device__ __forceinline__ float aotc_mma_half_(unsigned word, int hi, bool bf16
   return __half2float(h);
 }
 
+// All three shapes share one layout rule: along k, the first half of the depth lives in
+// a[0..1]/b[0] and the second in a[2..3]/b[1]; within a half, lane t holds `per` consecutive
+// k values (2 for 16-bit types, 1 for tf32); rows g and g+8 are a[even] and a[odd].
 __device__ __forceinline__ void aotc_mma_host_(float d[4], const unsigned a[4], const unsigned b[2],
-                                               const float c[4], bool bf16) {
+                                               const float c[4], int kind) {
   __shared__ unsigned scratch[32][32][6];      // [warp][lane][a0..a3, b0, b1]
   const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   const unsigned warp = tid >> 5, lane = tid & 31;
@@ -40,17 +48,16 @@ __device__ __forceinline__ void aotc_mma_host_(float d[4], const unsigned a[4], 
   scratch[warp][lane][4] = b[0];
   scratch[warp][lane][5] = b[1];
   __syncwarp();
+  const int depth = kind == AOTC_MMA_TF32 ? 8 : 16, per = kind == AOTC_MMA_TF32 ? 1 : 2, half = depth / 2;
   const int g = lane >> 2, t = lane & 3;
   for (int i = 0; i < 4; ++i) {
     const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
     float sum = 0.0f;
-    for (int k = 0; k < 16; ++k) {
-      const unsigned alane = (row & 7) * 4 + ((k & 7) >> 1);
-      const unsigned areg = (row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
-      const unsigned blane = col * 4 + ((k & 7) >> 1);
-      const unsigned breg = 4 + (k >= 8 ? 1 : 0);
-      sum += aotc_mma_half_(scratch[warp][alane][areg], k & 1, bf16) *
-             aotc_mma_half_(scratch[warp][blane][breg], k & 1, bf16);
+    for (int k = 0; k < depth; ++k) {
+      const int kk = k % half, hi = k >= half ? 1 : 0;
+      const unsigned aw = scratch[warp][(row & 7) * 4 + kk / per][(row >= 8 ? 1 : 0) + 2 * hi];
+      const unsigned bw = scratch[warp][col * 4 + kk / per][4 + hi];
+      sum += aotc_mma_operand_(aw, kk % per, kind) * aotc_mma_operand_(bw, kk % per, kind);
     }
     d[i] = c[i] + sum;
   }
@@ -59,34 +66,15 @@ __device__ __forceinline__ void aotc_mma_host_(float d[4], const unsigned a[4], 
 
 __device__ __forceinline__ void aotc_mma_m16n8k16_f16(float d[4], const unsigned a[4], const unsigned b[2],
                                                       const float c[4]) {
-  aotc_mma_host_(d, a, b, c, false);
-}
-
-__device__ __forceinline__ void aotc_mma_m16n8k8_tf32(float d[4], const unsigned a[4], const unsigned b[2],
-                                                      const float c[4]) {
-  __shared__ unsigned scratch[32][32][6];      // [warp][lane][a0..a3, b0, b1]
-  const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-  const unsigned warp = tid >> 5, lane = tid & 31;
-  for (int r = 0; r < 4; ++r) scratch[warp][lane][r] = a[r];
-  scratch[warp][lane][4] = b[0];
-  scratch[warp][lane][5] = b[1];
-  __syncwarp();
-  const int g = lane >> 2, t = lane & 3;
-  for (int i = 0; i < 4; ++i) {
-    const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
-    float sum = 0.0f;
-    for (int k = 0; k < 8; ++k) {   // the hardware reads 19 bits of each operand
-      const unsigned av = scratch[warp][(row & 7) * 4 + (k & 3)][(row >= 8 ? 1 : 0) + (k >= 4 ? 2 : 0)];
-      const unsigned bv = scratch[warp][col * 4 + (k & 3)][4 + (k >= 4 ? 1 : 0)];
-      sum += __uint_as_float(av & 0xffffe000u) * __uint_as_float(bv & 0xffffe000u);
-    }
-    d[i] = c[i] + sum;
-  }
-  __syncwarp();
+  aotc_mma_host_(d, a, b, c, AOTC_MMA_F16);
 }
 __device__ __forceinline__ void aotc_mma_m16n8k16_bf16(float d[4], const unsigned a[4], const unsigned b[2],
                                                        const float c[4]) {
-  aotc_mma_host_(d, a, b, c, true);
+  aotc_mma_host_(d, a, b, c, AOTC_MMA_BF16);
+}
+__device__ __forceinline__ void aotc_mma_m16n8k8_tf32(float d[4], const unsigned a[4], const unsigned b[2],
+                                                      const float c[4]) {
+  aotc_mma_host_(d, a, b, c, AOTC_MMA_TF32);
 }
 
 #else
