@@ -127,7 +127,9 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
         members |= match.nodes
     pre_reasons = list(reasons)
     row_reduces: list[Node] = []
-    restricted = {m: heavy and (m is anchor or (match is not None and m is match.qk)) for m in members}
+    # an attention kernel stages each Q, K, V tile in shared memory once per query tile, so an
+    # elementwise prologue (ONNX Attention's sqrt(scale) on Q and K, RoPE) costs little there
+    restricted = {m: heavy and match is None and m is anchor for m in members}
     changed = True
     while changed:              # a producer shared by two members joins once both are in
         changed, reasons = False, list(pre_reasons)

@@ -4,7 +4,9 @@ Guarantees (each rewrite gives the same values, bit for bit, except where noted)
 - identity ops disappear: reshape/broadcast to the same shape, transpose by the
   identity, convert to the same dtype, full slices, zero pads, one-operand
   concatenation, reduce over no axes, reduce_window with a 1-element window;
-- x * 1, 1 * x, x + 0, 0 + x, x - 0, x / 1, x ** 1 and neg(neg(x)) become x
+- x * 1, 1 * x, x + 0, 0 + x, x - 0, x / 1, x ** 1 and neg(neg(x)) become x;
+  select with an all-true / all-false predicate becomes the chosen operand
+  (ONNX's Attention body guards its softmax with such a Where)
   (for x = -0.0, x + 0 was +0.0 and is now -0.0: equal as numbers);
 - transpose of transpose composes into one transpose (or none), reshape of
   reshape into one reshape, broadcast of broadcast into one broadcast;
@@ -131,6 +133,13 @@ class _Simplifier:
         if self._is(a, 1):
             return b
         return None
+
+    def _select(self, n, ins):
+        pred, on_true, on_false = ins
+        s = self.rw.splat(pred)
+        if s is None:
+            return None
+        return on_true if bool(s) else on_false
 
     def _add(self, n, ins):
         a, b = ins

@@ -58,3 +58,24 @@ def test_attention_fuses_into_one_kernel_per_layer(name):
     assert kinds.count("attention") == ATTENTION_LAYERS[name], kinds
     s = result.summary()
     assert s["nodes_optimized"] < s["nodes_imported"], s      # the shape arithmetic folds away
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_onnx_attention_op_is_one_flash_kernel(causal, tmp_path):
+    """The opset-23 Attention op, imported through its function body (sqrt(scale) on Q and K, a
+    constant-false NaN guard around the softmax), becomes one attention kernel and matches onnxruntime."""
+    import onnx
+    from onnx import TensorProto, helper
+    shape = [2, 4, 19, 8]
+    node = helper.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=causal)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(x, TensorProto.FLOAT, shape) for x in "qkv"],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+    onnx.checker.check_model(model)
+    rng, seed = fresh_rng()
+    feeds = {x: rng.standard_normal(shape).astype(np.float32) for x in "qkv"}
+    result = aotc.compiler.compile(model, tmp_path / "a.engine", arch="none")
+    assert [r.kind for r in result.regions] == ["attention"]
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = Engine(str(tmp_path / "a.engine")).create_context(device="cpu").run(feeds)["y"]
+    assert rel_error(got, want) <= 1e-5, f"AOTC_TEST_SEED={seed}"

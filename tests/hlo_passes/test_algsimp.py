@@ -137,3 +137,16 @@ def test_graph_output_is_not_aliased_to_an_input():
     g = b.build([b.add("mul", x, _bcast(b, 1.0, (4,)))])
     out = simplify(g)
     assert counts(out)["mul"] == 1 and out.outputs[0] is g.outputs[0]
+
+
+def test_select_with_a_constant_predicate_picks_its_operand():
+    for flag in (False, True):
+        b = GraphBuilder()
+        x = b.input("x", (3, 4))
+        y = b.add("exp", x)
+        want = x if flag else y
+        pred = b.add("broadcast_in_dim", b.constant(np.array(flag)), shape=(3, 4), broadcast_dimensions=())
+        out = b.add("select", pred, x, y)
+        g = algsimp.run(b.build([b.add("neg", out)]))
+        (neg,) = [n for n in g.nodes if n.op == "neg"]
+        assert neg.inputs[0] is want and not any(n.op == "select" for n in g.nodes)
