@@ -263,9 +263,9 @@ def row_structure_ok(region: Region, producer) -> bool:
             continue
         if n.op == "reshape" and row_like(out) and row_like(n.inputs[0].shape):
             continue
-        if n.op == "broadcast_in_dim" and out == shape and row_like(n.inputs[0].shape) \
+        if n.op == "broadcast_in_dim" and (out == shape or row_like(out)) and row_like(n.inputs[0].shape) \
                 and tuple(n.attrs["broadcast_dimensions"]) == tuple(range(n.inputs[0].type.rank)):
-            continue
+            continue        # back to the full shape along the leading dims, or a unit dim added (jax's keepdims)
         return False
     del member
     return True

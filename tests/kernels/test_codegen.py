@@ -273,3 +273,18 @@ def test_tf32_tensor_core_dot(m, n, k, batch):
     from aotc.kernels.nvrtc_compile import compile_device
     ptx = compile_device(codegen.module_source(kernels), "compute_90")
     assert b"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx and b"cvt.rna.tf32.f32" in ptx
+
+
+def test_row_kernel_for_jax_style_log_softmax():
+    """jax.nn.log_softmax: max clamped by -inf, keepdims via a unit-dim broadcast; one row kernel."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (5, 783))
+    m = b.add("reduce", x, axes=(1,), kind="max")
+    m = b.add("max", b.add("broadcast_in_dim", b.constant(np.float32(-np.inf)), shape=(5,), broadcast_dimensions=()), m)
+    sh = b.add("sub", x, b.add("broadcast_in_dim", m, shape=(5, 783), broadcast_dimensions=(0,)))
+    s = b.add("reduce", b.add("exp", sh), axes=(1,), kind="sum")
+    lg = b.add("log", b.add("broadcast_in_dim", s, shape=(5, 1), broadcast_dimensions=(0,)))
+    out = b.add("sub", sh, b.add("broadcast_in_dim", lg, shape=(5, 783), broadcast_dimensions=(0, 1)))
+    graph = b.build([out])
+    check(graph, [random_array(rng, (5, 783)) * 10], seed, rtol=1e-5, atol=1e-5, kinds=["row"])
