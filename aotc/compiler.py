@@ -111,7 +111,7 @@ def _parse_archs(arch) -> tuple[list[str], str]:
 
 def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disabled=(),
                   input_shapes=None, progress=None, host_lib=None, precision: str = "fp32",
-                  keep_fp32=(), layout: str = "nhwc") -> CompileResult:
+                  keep_fp32=(), layout: str = "nhwc", fast_compile: bool = False) -> CompileResult:
     """Compile `model` into an EnginePlan (see aotc.package.plan).
 
     `host_lib`, if given, is a callable `(source, kernel_names) -> bytes` that
@@ -121,7 +121,9 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
 
     `precision` ('fp32', 'tf32', 'fp16', 'bf16'), `keep_fp32` (node names kept in f32)
     and `layout` ('nhwc' or 'nchw' for conv stacks) configure the graph passes
-    (aotc.hlo_passes.pipeline.default_pipeline).
+    (aotc.hlo_passes.pipeline.default_pipeline). `fast_compile` builds the GPU code
+    with NVRTC's --Ofast-compile=max: several times faster, slower kernels; the
+    manifest records it.
     """
     from aotc.fusion.regions import check_partition, partition
     from aotc.hlo_passes.pipeline import run_pipeline
@@ -162,7 +164,7 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     done("codegen")
 
     cubins, resources, ptx, host_lib = _build_binaries(kernels, source, names, cubin_archs, ptx_arch,
-                                                        host, host_lib, times, say)
+                                                        host, host_lib, times, say, fast_compile)
 
     stage("package")
     plan = P.EnginePlan(
@@ -174,7 +176,8 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
         manifest={"aotc_version": __version__, "model": optimized.name,
                   "arena_lower_bound": memory.lower_bound,
                   "nodes_imported": len(imported.nodes), "nodes_optimized": len(optimized.nodes),
-                  "source_lines": source.count("\n"), "kernel_resources": resources})
+                  "source_lines": source.count("\n"), "kernel_resources": resources,
+                  "fast_compile": fast_compile})
     done("package")
     return CompileResult(plan, imported, optimized, times, memory.lower_bound, regions, kernels, report)
 
@@ -185,7 +188,8 @@ def _timed(fn, *args):
     return out, time.perf_counter() - start
 
 
-def _build_binaries(kernels, source, names, cubin_archs, ptx_arch, host, host_lib, times, say):
+def _build_binaries(kernels, source, names, cubin_archs, ptx_arch, host, host_lib, times, say,
+                    fast_compile=False):
     """Cubins per arch, PTX and the host library, built concurrently.
 
     NVRTC releases the GIL and g++ is a subprocess, so threads overlap them:
@@ -203,7 +207,7 @@ def _build_binaries(kernels, source, names, cubin_archs, ptx_arch, host, host_li
     with ThreadPoolExecutor(max_workers=max(2, min(len(targets) + 1, os.cpu_count() or 2))) as pool:
         if targets:
             say(f"compiling {len(names)} kernels for {', '.join(targets)}")
-        device = {t: pool.submit(compile_device, source, t) for t in targets}
+        device = {t: pool.submit(compile_device, source, t, fast_compile=fast_compile) for t in targets}
         host_job = None
         if host:
             say("building the host (cpu device) library")

@@ -162,3 +162,15 @@ def test_input_shape_fixes_symbolic_dims(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "out.npz")["y"], want, rtol=1e-5, atol=1e-6)
     bad = CliRunner().invoke(main, ["compile", str(path), "-o", str(tmp_path / "e.engine"), "--input-shape", "3x5x4"])
     assert bad.exit_code != 0 and "NAME:DIMS" in bad.output
+
+
+def test_compile_fast_compile_is_recorded_and_runs(model_path, tmp_path):
+    out = tmp_path / "fast.engine"
+    res = CliRunner().invoke(main, ["compile", str(model_path), "-o", str(out), "--fast-compile", "--arch", "sm_90",
+                                    "-q"])
+    assert res.exit_code == 0, res.output
+    from aotc.package.engine_format import read_engine
+    plan = read_engine(out.read_bytes())
+    assert plan.manifest["fast_compile"] is True and plan.cubins["sm_90"][:4] == b"\x7fELF"
+    res = CliRunner().invoke(main, ["run", str(out), "--iterations", "1"])
+    assert res.exit_code == 0, res.output

@@ -65,3 +65,10 @@ def test_nvcc_cross_check():
     cubin = compile_device_nvcc(SOURCE, "sm_90")
     assert elf_machine_and_arch(cubin) == (EM_CUDA, 90)
     assert elf_machine_and_arch(compile_device(SOURCE, "sm_90")) == (EM_CUDA, 90)
+
+
+def test_fast_compile_gives_a_different_valid_cubin():
+    """--Ofast-compile=max (aotc compile --fast-compile) is a distinct, cached build for the same arch."""
+    fast = compile_device(SOURCE, "sm_80", fast_compile=True)
+    assert elf_machine_and_arch(fast) == (EM_CUDA, 80)
+    assert fast != compile_device(SOURCE, "sm_80")
