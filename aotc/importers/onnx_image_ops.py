@@ -1,4 +1,4 @@
-"""ONNX image ops that move pixels by computed positions: Col2Im, GridSample, RoiAlign.
+"""ONNX image ops that move pixels by computed positions: Col2Im, GridSample, RoiAlign, DeformConv.
 
 Col2Im (the inverse of im2col, a transposed convolution's last step) is a
 static scatter-add: which column lands on which pixel depends only on shapes
@@ -22,6 +22,12 @@ sampling_ratio=0 (adaptive: ceil(roi size / output size) samples per bin)
 makes the grid depend on the roi values, so it needs constant rois: the grid
 is then sized for the largest roi and the samples a smaller roi lacks are
 masked out.
+
+DeformConv is a convolution whose kernel taps are moved by runtime offsets
+(and scaled by an optional runtime mask): every tap of every output position
+is a bilinear sample of X (the same four clamped gathers, out-of-image taps
+weighing nothing), which builds the im2col tensor (N, C, K, OH * OW) in the
+graph; one batched dot_general per group contracts it with W.
 """
 from __future__ import annotations
 
@@ -330,3 +336,106 @@ def _roi_align(ctx, ins, at):
     y = Ex(ctx, ctx.add("reduce", acc.where(mask, -np.inf).v, axes=(4, 5), kind="max"))
     some = ctx.add("broadcast_in_dim", ctx.const(used.any(axis=(1, 2))), shape=y.v.shape, broadcast_dimensions=(0,))
     return convert(ctx, y.where(some, 0.0).v, x.dtype)   # a roi without samples gives 0, as the reference
+
+
+# ------------------------------------------------------------------ DeformConv
+
+
+def _deform_conv_check(at, node, opset, dtype_of):
+    if len(at.get("kernel_shape", [0, 0])) != 2:
+        return f"{len(at['kernel_shape'])}-D DeformConv (2-D only)"
+    dt = dtype_of(node.input[0])
+    if dt is not None and not dt.is_float:
+        return f"DeformConv of {dt} data (float only)"
+
+
+def _deform_axis_taps(ctx, p: Ex, size: int):
+    """The two bilinear taps [(index i64, weight)] of sample positions p along one axis.
+
+    A tap outside [0, size) weighs nothing (the image is zero outside), as in
+    the ONNX reference (GridSample, zeros padding) and onnxruntime.
+    """
+    low = p.un("floor")
+    frac = p - low
+    taps = []
+    for i, w in ((low, 1.0 - frac), (low + 1.0, frac)):
+        valid = ctx.add("and", i.cmp("GE", 0.0), i.cmp("LE", size - 1.0))
+        safe = i.where(i.cmp("EQ", i.v), 0.0)   # a NaN offset must not become a wild gather index
+        safe = Ex(ctx, ctx.add("clamp", safe._val(0.0), safe.v, safe._val(size - 1.0)))
+        taps.append((Ex(ctx, convert(ctx, safe.v, dtypes.i64)), w.where(valid, 0.0)))
+    return taps
+
+
+def _deform_columns(ctx, x: Value, py: Ex, px: Ex, mask: Ex | None, wide) -> Value:
+    """The im2col tensor (N, OG, C / OG, K, OH, OW): X bilinearly sampled at the positions (N, OG, K, OH, OW)."""
+    n, c, h, w = x.shape
+    og = py.v.shape[1]
+    full = (n, og, c // og) + py.v.shape[2:]
+    per_pos = (0, 1, 3, 4, 5)
+
+    def iota(dim):
+        return Ex(ctx, ctx.add("iota", shape=full, dimension=dim, dtype="i64"))
+
+    plane = (iota(0) * c + iota(1) * (c // og) + iota(2)) * (h * w)
+    flat_x = reshape(ctx, x, (x.type.size,))
+    cols = None
+    for (iy, wy), (ix, wx) in itertools.product(_deform_axis_taps(ctx, py, h), _deform_axis_taps(ctx, px, w)):
+        coef = wy * wx if mask is None else wy * wx * mask
+        idx = plane + ctx.add("broadcast_in_dim", (iy * w + ix).v, shape=full, broadcast_dimensions=per_pos)
+        val = Ex(ctx, convert(ctx, ctx.add("gather", flat_x, idx.v, axis=0), wide))
+        term = val * ctx.add("broadcast_in_dim", coef.v, shape=full, broadcast_dimensions=per_pos)
+        cols = term if cols is None else cols + term
+    return cols.v
+
+
+@register("DeformConv", check=_deform_conv_check)
+def _deform_conv(ctx, ins, at):
+    x, wt, offset = ins[:3]
+    bias = ins[3] if len(ins) > 3 else None
+    mask = ins[4] if len(ins) > 4 else None
+    if x.type.rank != 4:
+        raise ctx.fail(f"X {x.type}: only 2-D DeformConv (X of rank 4) is supported")
+    n, c, h, w = x.shape
+    oc = wt.shape[0]
+    kh, kw = at.get("kernel_shape", wt.shape[2:])
+    group, og = int(at.get("group", 1)), int(at.get("offset_group", 1))
+    dh, dw = at.get("dilations", [1, 1])
+    sh, sw = at.get("strides", [1, 1])
+    pads = at.get("pads", [0, 0, 0, 0])
+    oh = (h + pads[0] + pads[2] - (kh - 1) * dh - 1) // sh + 1
+    ow = (w + pads[1] + pads[3] - (kw - 1) * dw - 1) // sw + 1
+    k = kh * kw
+    if (wt.type.rank != 4 or tuple(wt.shape[2:]) != (kh, kw) or c % group or oc % group
+            or wt.shape[1] * group != c or c % og):
+        raise ctx.model_error(f"W {wt.type} does not match X {x.type}, kernel_shape {[kh, kw]}, group {group} "
+                              f"and offset_group {og}")
+    if offset.shape != (n, og * k * 2, oh, ow):
+        raise ctx.model_error(f"offset {offset.type}: expected {[n, og * k * 2, oh, ow]}")
+    if mask is not None and mask.shape != (n, og * k, oh, ow):
+        raise ctx.model_error(f"mask {mask.type}: expected {[n, og * k, oh, ow]}")
+    wide = dtypes.f32
+    pos = (n, og, k, oh, ow)
+
+    o = reshape(ctx, convert(ctx, offset, wide), (n, og, k, 2, oh, ow))   # channels: (offset_group, kh, kw, [dy, dx])
+
+    def offset_part(axis):
+        part = ctx.add("slice", o, start=(0, 0, 0, axis, 0, 0), limit=(n, og, k, axis + 1, oh, ow),
+                       stride=(1,) * 6)
+        return Ex(ctx, reshape(ctx, part, pos))
+
+    taps = np.indices((kh, kw)).reshape(2, k)
+    base_y = (taps[0][:, None] * dh + np.arange(oh)[None, :] * sh - pads[0]).astype(wide.np)   # (K, OH)
+    base_x = (taps[1][:, None] * dw + np.arange(ow)[None, :] * sw - pads[1]).astype(wide.np)   # (K, OW)
+    py = offset_part(0) + ctx.add("broadcast_in_dim", ctx.const(base_y, wide), shape=pos, broadcast_dimensions=(2, 3))
+    px = offset_part(1) + ctx.add("broadcast_in_dim", ctx.const(base_x, wide), shape=pos, broadcast_dimensions=(2, 4))
+    m = None if mask is None else Ex(ctx, reshape(ctx, convert(ctx, mask, wide), pos))
+    cols = _deform_columns(ctx, x, py, px, m, wide)
+    cg, ocg = c // group, oc // group
+    cols = reshape(ctx, cols, (n, group, cg * k, oh * ow))
+    wg = reshape(ctx, convert(ctx, wt, wide), (group, ocg, cg * k))
+    y = ctx.add("dot_general", wg, cols, lhs_batch=(0,), rhs_batch=(1,), lhs_contract=(2,), rhs_contract=(2,))
+    y = reshape(ctx, ctx.add("transpose", y, permutation=(2, 0, 1, 3)), (n, oc, oh, ow))   # (G, OCg, N, P) first
+    if bias is not None:
+        y = ctx.add("add", y, ctx.add("broadcast_in_dim", convert(ctx, bias, wide), shape=y.shape,
+                                      broadcast_dimensions=(1,)))
+    return convert(ctx, y, x.dtype)

@@ -32,6 +32,7 @@ RESTRICTIONS: dict[str, str] = {
     "ConvInteger": "computed in f32 (exact while partial sums stay below 2**24)",
     "CumSum": f"axis must be a constant; {_N2}",
     "CumProd": f"axis must be a constant; {_N2}",
+    "DeformConv": "2-D only; float only, computed in f32",
     "Det": "n <= 64 (unrolled Gaussian elimination with partial pivoting; f16/bf16 computed in f32)",
     "DequantizeLinear": "uint8/int8/int32 inputs; per-tensor, per-axis and blocked scales",
     "Dropout": "inference only (identity)",

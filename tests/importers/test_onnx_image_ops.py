@@ -1,9 +1,11 @@
-"""Col2Im, GridSample, RoiAlign (aotc/importers/onnx_image_ops.py) vs onnxruntime: importer + interpreter, engines.
+"""Col2Im, GridSample, RoiAlign, DeformConv (aotc/importers/onnx_image_ops.py) vs onnxruntime: importer +
+interpreter, engines.
 
 Random inputs per run (the seed is in every failure message). Grids reach
 past [-1, 1] so that every padding mode has taps outside the image, and rois
 past the image's borders. RoiAlign runs at opset 16 (onnxruntime has no
-RoiAlign-22; the two only differ in types). The node suite covers the
+RoiAlign-22; the two only differ in types). DeformConv offsets move taps past
+the image and is checked against the ONNX reference too. The node suite covers the
 ONNX-generated cases end to end.
 """
 import itertools
@@ -12,10 +14,12 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from onnx.reference import ReferenceEvaluator
 
 import aotc.compiler
 from aotc.errors import UnsupportedError
 from aotc.importers.onnx import import_onnx
+from aotc.ir.interpreter import interpret
 from aotc.package.engine_format import engine_bytes
 from aotc.package.runtime_binding import Engine
 from tests.helpers.rng import fresh_rng, random_array
@@ -174,6 +178,66 @@ def test_roi_align_engine_on_cpu_device_matches_onnxruntime(mode, ratio):
     rng, seed = fresh_rng()
     attrs = {"mode": mode, "sampling_ratio": ratio, "output_height": 4, "output_width": 3, "spatial_scale": 0.25}
     model, feeds = _roi_case(rng, attrs, n_rois=7, space=(13, 10), const_rois=ratio == 0)
+    want = onnxruntime_outputs(model, feeds)
+    result = aotc.compiler.compile_model(model, arch="none", host=True)
+    outs = Engine(engine_bytes(result.plan)).create_context("cpu").run(feeds)
+    np.testing.assert_allclose(outs["y0"], want[0], rtol=1e-4, atol=1e-5, err_msg=f"seed {seed}")
+
+
+def _deform_case(rng, attrs, space=(7, 8), channels=4, out_channels=6, kernel=(3, 2), with_bias=True,
+                 with_mask=True, opset=22):
+    """Random X, W, offsets (up to +-4 pixels, so taps land outside the image), optional bias and mask."""
+    nd = len(space)
+    d, p, s = attrs.get("dilations", [1] * nd), attrs.get("pads", [0] * 2 * nd), attrs.get("strides", [1] * nd)
+    out = [(space[i] + p[i] + p[i + nd] - d[i] * (kernel[i] - 1) - 1) // s[i] + 1 for i in range(nd)]
+    n_k, og = int(np.prod(kernel)), attrs.get("offset_group", 1)
+    ins = [("x", random_array(rng, (2, channels, *space))),
+           ("w", random_array(rng, (out_channels, channels // attrs.get("group", 1), *kernel))),
+           ("o", random_array(rng, (2, og * n_k * nd, *out), low=-4.0, high=4.0)),
+           ("b", random_array(rng, (out_channels,))) if with_bias else ("", None)]
+    if with_mask:
+        ins.append(("m", random_array(rng, (2, og * n_k, *out), low=-0.5, high=1.5)))
+    model = make_model("DeformConv", ins, {"kernel_shape": list(kernel), **attrs}, opset=opset)
+    return model, {k: v for k, v in ins if k}
+
+
+@pytest.mark.parametrize("attrs,with_bias,with_mask", [
+    ({}, True, True),
+    ({}, False, False),
+    ({"pads": [1, 0, 2, 1], "strides": [2, 1]}, True, False),
+    ({"dilations": [2, 1], "strides": [1, 2], "pads": [2, 1, 1, 1]}, False, True),
+    ({"group": 2}, True, True),
+    ({"offset_group": 2}, False, True),
+    ({"group": 2, "offset_group": 4, "pads": [1, 1, 1, 1], "dilations": [1, 2]}, True, True),
+])
+def test_deform_conv_matches_onnxruntime_and_reference(attrs, with_bias, with_mask):
+    rng, seed = fresh_rng()
+    model, feeds = _deform_case(rng, attrs, with_bias=with_bias, with_mask=with_mask)
+    compare(model, feeds, seed)
+    got = interpret(import_onnx(model), feeds)[0]
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"seed {seed}")
+
+
+def test_deform_conv_opset19_without_kernel_shape():
+    rng, seed = fresh_rng()
+    model, feeds = _deform_case(rng, {"group": 2}, opset=19)
+    attrs = model.graph.node[0].attribute
+    attrs.remove(next(a for a in attrs if a.name == "kernel_shape"))     # kernel_shape comes from W
+    compare(model, feeds, seed)
+
+
+def test_deform_conv_rejects_3d():
+    rng, _ = fresh_rng()
+    model, _ = _deform_case(rng, {}, space=(4, 5, 6), kernel=(2, 2, 2))
+    with pytest.raises(UnsupportedError, match="3-D DeformConv"):
+        import_onnx(model)
+
+
+def test_deform_conv_engine_on_cpu_device_matches_onnxruntime():
+    rng, seed = fresh_rng()
+    model, feeds = _deform_case(rng, {"group": 2, "offset_group": 2, "pads": [1, 1, 0, 1], "strides": [2, 1]},
+                                space=(9, 7))
     want = onnxruntime_outputs(model, feeds)
     result = aotc.compiler.compile_model(model, arch="none", host=True)
     outs = Engine(engine_bytes(result.plan)).create_context("cpu").run(feeds)
