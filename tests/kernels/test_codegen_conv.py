@@ -162,3 +162,11 @@ def test_expansion_fused_into_depthwise(dtype, stride, cin, cexp, precision):
                  kinds=["conv"])
     assert k.name.startswith("aotc_depthwise_") and "float ex = 0.0f;" in k.source
     assert compile_device(codegen.module_source([k]), "sm_90")[:4] == b"\x7fELF"
+
+
+def test_depthwise_window_too_large_for_shared_memory_uses_the_direct_kernel():
+    """A 33x33 window (dilated) cannot stage even a 1x1 tile's patch in 48 KB: the direct kernel runs it."""
+    rng, seed = fresh_rng()
+    graph, ins = _conv_graph(rng, (1, 12, 11, 4), (4, 33, 33, 1), (1, 1), ((32, 32), (32, 32)), (2, 2), 4)
+    (k,) = check(graph, ins, seed, rtol=1e-4, atol=1e-5, kinds=["conv"])
+    assert k.name.startswith("aotc_conv_")
