@@ -15,7 +15,7 @@ from aotc.importers import stablehlo_mlir as M
 from aotc.importers.stablehlo import register
 from aotc.importers.stablehlo_index_ops import _gather
 from aotc.importers.stablehlo_nn_ops import _convolution
-from aotc.importers.stablehlo_ops import bcast, pad, reshape
+from aotc.importers.stablehlo_ops import _iota, bcast, pad, reshape
 
 
 def _static_ints(cx, v, what: str) -> list[int]:
@@ -35,10 +35,7 @@ def _dynamic_broadcast_in_dim(cx, ins):
     return bcast(cx, ins[0], cx.out_type()[0], M.ints(cx.op, "broadcast_dimensions"))
 
 
-@register("stablehlo.dynamic_iota")
-def _dynamic_iota(cx, ins):
-    shape, dt = cx.out_type()
-    return cx.add("iota", shape=shape, dimension=M.scalar(cx.op, "iota_dimension"), dtype=dt.name)
+register("stablehlo.dynamic_iota")(_iota)        # the output_shape operand is static: the result type has it
 
 
 @register("stablehlo.dynamic_pad")
