@@ -6,11 +6,12 @@ of A is the receptive field of pixel m, read straight from x (zero where it
 falls in the padding), and B[k, o] is w[o, kh, kw, c] (weights are stored
 (O, *K, C), so K is contiguous). So a dense NHWC conv reuses the GEMM kernels
 (templates/dot.cu; dot_mma.cu for f16/bf16 and dot_tf32.cu for precision='tf32'
-on tensor cores) with
-conv-specific operand loads; only the index math differs. Depthwise convs
-(one filter per channel) do too little work per byte for a GEMM and get their
-own kernel (templates/depthwise.cu). Everything else (NCHW, grouped convs)
-stays on the direct kernel in codegen.py.
+on tensor cores) with conv-specific operand loads; only the index math differs.
+Depthwise convs (one filter per channel) do too little work per byte for a GEMM
+and get their own kernel (templates/depthwise.cu), which may also compute a
+fused 1x1 expansion conv while it stages its input patch. Everything else
+(NCHW, grouped convs, windows too large for shared memory) stays on the direct
+kernel in codegen.py.
 """
 from __future__ import annotations
 
