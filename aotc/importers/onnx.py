@@ -25,7 +25,7 @@ from onnx import TensorProto, numpy_helper
 from aotc.errors import ModelError, UnsupportedError, VerifyError
 from aotc.importers import (onnx_control_ops, onnx_image_ops, onnx_index_ops, onnx_math_ops,  # noqa: F401
                             onnx_nn_more_ops, onnx_nn_ops, onnx_resize, onnx_rnn_ops, onnx_shape_ops,
-                            onnx_signal_ops)  # (imported to register their converters)
+                            onnx_signal_ops, onnx_text_ops)  # (imported to register their converters)
 from aotc.importers.onnx_functions import MAX_ROUNDS, expand_functions
 from aotc.importers.onnx_ops import CHECKS, CONVERTERS
 from aotc.importers.static_values import StaticValues

@@ -50,6 +50,8 @@ RESTRICTIONS: dict[str, str] = {
            "DFT matrix up to 2**24 elements",
     "STFT": "float only; frame_step and frame_length must be constants; frames gathered, then as DFT",
     "MelWeightMatrix": "all inputs must be constants (becomes a constant)",
+    "TfIdfVectorizer": "int32/int64 token ids only (no pool_strings); every n-gram window unrolled at import "
+                       "(match mask [rows, windows, grams] up to 2**26 elements)",
     "LpNormalization": "p=1 or p=2",
     "MatMul": "float only", "Gemm": "float only",
     "MatMulInteger": "computed in f32 (exact while partial sums stay below 2**24)",
