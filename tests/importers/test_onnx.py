@@ -340,3 +340,28 @@ def test_model_local_functions_are_inlined():
     model = helper.make_model(g, functions=[act, linear],
                               opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("pkg.torch.nn", 1)])
     check(model, {"x": F(3, 4)})          # negative inputs to LeakyRelu: the referenced slope 0.2 matters
+
+
+@pytest.mark.parametrize("src,dst", [(np.uint8, np.int8), (np.int8, np.uint8), (np.int32, np.float32),
+                                     (np.float32, np.int32), (np.uint8, np.bool_)])
+def test_bitcast_reinterprets_bits(src, dst):
+    """BitCast-26 against numpy's view (any nonzero byte reads as true for bool)."""
+    rng = np.random.default_rng()
+    raw = rng.integers(0, 256, (3, 8), dtype=np.uint8)
+    if np.dtype(src).itemsize == 4:
+        raw = rng.integers(0, 2**32, (3, 8), dtype=np.uint64).astype(np.uint32)
+    x = raw.view(src)
+    if src == np.int32 and dst == np.float32:
+        x = np.where(np.isfinite(x.view(np.float32)), x, 7).astype(np.int32)   # keep NaN payloads out
+    model = make_model("BitCast", [("x", x)], {"to": helper.np_dtype_to_tensor_dtype(np.dtype(dst))}, opset=26)
+    (got,) = interpret(import_onnx(model), {"x": x})
+    want = x != 0 if dst == np.bool_ else x.view(dst)
+    assert got.dtype == np.dtype(dst)
+    np.testing.assert_array_equal(got.view(np.uint8) if dst != np.bool_ else got,
+                                  want.view(np.uint8) if dst != np.bool_ else want)
+
+
+def test_bitcast_between_half_types_is_refused():
+    model = make_model("BitCast", [("x", np.ones((4,), np.float16))], {"to": TensorProto.BFLOAT16}, opset=26)
+    with pytest.raises(UnsupportedError, match="BitCast"):
+        import_onnx(model)
