@@ -7,6 +7,11 @@ graph output, or a value some consumer region did not absorb):
   their own region; a region rooted at an elementwise op absorbs an anchor
   below it as an *epilogue* when every node between them is elementwise with
   the anchor's result shape and the anchor has no other user;
+- a LayerNorm/RMSNorm-style row computation (elementwise + reductions over
+  the contracted axes) whose result only feeds GEMMs' lhs is recomputed in
+  each GEMM's prologue (*norm prologue*): the GEMM derives the row statistics
+  of its 64-row tile in a pre-pass, so the normalized tensor never goes
+  through memory and the norm needs no kernel of its own;
 - elementwise, injective and source producers are absorbed as *prologue*
   (loop body, operand loads) when all their users are in the region;
   injective and source ops (pure index math) are absorbed even when they have
@@ -15,7 +20,7 @@ graph output, or a value some consumer region did not absorb):
 
 Every bail-out records a one-line reason. `check_partition` verifies that
 each node is materialized by exactly one region (duplicated index-math nodes
-aside) and that the region order is a valid schedule.
+and norm prologues aside) and that the region order is a valid schedule.
 """
 from __future__ import annotations
 
@@ -125,11 +130,18 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
     match = (attention or {}).get(anchor)
     if match is not None:
         members |= match.nodes
-    pre_reasons = list(reasons)
     row_reduces: list[Node] = []
     # an attention kernel stages each Q, K, V tile in shared memory once per query tile, so an
     # elementwise prologue (ONNX Attention's sqrt(scale) on Q and K, RoPE) costs little there
     restricted = {m: heavy and match is None and m is anchor for m in members}
+    pre_reasons = list(reasons)
+    if heavy and match is None:
+        norm, why = norm_prologue(anchor, users, producer, outputs)
+        if why:
+            pre_reasons.append(why)
+        if norm:
+            members |= norm
+            restricted.update({m: True for m in norm})
     changed = True
     while changed:              # a producer shared by two members joins once both are in
         changed, reasons = False, list(pre_reasons)
@@ -212,6 +224,48 @@ def _expand_into_depthwise(p: Node, v: Value, anchor, users, members, outputs) -
                  and all(k == 1 for k in w.shape[1:-1]) and all(s == 1 for s in a["strides"])
                  and all(d == 1 for d in a["dilations"]) and all(tuple(q) == (0, 0) for q in a["padding"]))
     return pointwise and all(u in members for u in users.get(v, []))
+
+
+def norm_prologue(anchor: Node, users, producer, outputs) -> tuple[set[Node], str]:
+    """(the row-norm nodes a GEMM recomputes in its lhs prologue, why not: "" or a reason).
+
+    The lhs must be the root of a row pattern (see row_structure_ok) reducing
+    exactly the contracted axes, which trail the free ones (no batch dims), so a
+    reduction's row is the GEMM's m index. Every user of the lhs must be such a
+    GEMM: each then computes the norm itself (the statistics are cheap next to
+    the GEMM) and the normalized tensor is never materialized.
+    """
+    if anchor.op != "dot_general":
+        return set(), ""
+    lhs = anchor.inputs[0]
+    p = producer.get(lhs)
+    if p is None or lhs in outputs or ops.category(p.op) != ops.ELEMENTWISE or not lhs.dtype.is_float:
+        return set(), ""
+    sub = _grow_once(p, users, producer, outputs, True)
+    if sub.kind != "row" or not row_structure_ok(sub, producer):
+        return set(), ""
+    reduces = [n for n in sub.nodes if n.op == "reduce"]
+    why = f"norm '{reduces[0].name}' not fused into the gemm prologue: "
+    for u in users.get(lhs, []):
+        if u.op != "dot_general" or u.inputs[0] is not lhs or u.inputs[1] is lhs or not _norm_layout_ok(u):
+            return set(), why + f"its result also feeds {u.op} '{u.name}'"
+    if tuple(reduces[0].attrs["axes"]) != tuple(anchor.attrs["lhs_contract"]):
+        return set(), why + "it reduces other axes than the gemm contracts"
+    # cost: each GEMM block re-reads its rows once per reduction phase (from L2). Keep that within
+    # what its main loop reads anyway (A and B tiles): LayerNorm (2 phases over x) and RMSNorm
+    # qualify; a norm over a sum of tensors (add + residual + norm) stays a row kernel.
+    full = [v for v in _region_inputs(sub) if v.shape == lhs.shape]
+    if len(full) * len(reduces) > 2:
+        return set(), why + f"{len(reduces)} row passes over {len(full)} tensors cost more than the tile loads"
+    return set(sub.nodes), ""
+
+
+def _norm_layout_ok(dot: Node) -> bool:
+    """lhs laid out (free..., contracted...): row-major rows are the GEMM's m index."""
+    a = dot.attrs
+    r = dot.inputs[0].type.rank
+    lc = tuple(a["lhs_contract"])
+    return not a["lhs_batch"] and lc == tuple(range(r - len(lc), r))
 
 
 def _row_reduce_ok(p: Node, shape, users, members) -> bool:

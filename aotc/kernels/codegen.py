@@ -17,6 +17,7 @@ from aotc.errors import UnsupportedError
 from aotc.fusion.regions import Region
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Value
+from aotc.kernels.codegen_norm_prologue import norm_row_stats
 from aotc.kernels.emitter import Emitter, compute_type, linear, literal, store_expr
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -100,6 +101,7 @@ class _Builder:
         em.emit(store_expr("out", linear(idx, root.shape), val, root.dtype))
 
     def finish(self, kind: str, slots: dict, grid, block, smem=0) -> Kernel:
+        slots = dict({"row_stats": ""}, **slots)
         slots = dict(slots, name="${name}", params=self.signature(), idx_t=self.idx_t,
                      what=self.region.describe().replace("\n", " "))
         text = _template(kind).safe_substitute(slots)
@@ -220,9 +222,9 @@ def _reduction(b: _Builder) -> Kernel:
 
 
 def dot_operand_load(b: _Builder, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b,
-                     shape_a, shape_b, target: str, indent: int = 4) -> str:
+                     shape_a, shape_b, target: str, indent: int = 4, overrides=None) -> str:
     """Code setting `target` to a dot operand at (batch b, flat_a, flat_b), prologue included."""
-    em = b.emitter(indent=indent)
+    em = b.emitter(indent=indent, overrides=overrides)
     bi = _unravel(em, "b", bshape, f"{var}b_") if bshape else []
     ai = _unravel(em, flat_a, shape_a, f"{var}x_")
     ci = _unravel(em, flat_b, shape_b, f"{var}y_")
@@ -287,20 +289,22 @@ def _dot(b: _Builder) -> Kernel:
     if B > 65535:
         raise UnsupportedError(f"dot_general '{anchor.name}': batch {B} exceeds the grid's z limit 65535")
 
+    row_stats, norm = norm_row_stats(b, _unravel, mshape, kshape, M, K)
     if lhs.dtype == rhs.dtype and (lhs.dtype in (dtypes.f16, dtypes.bf16) or
                                    anchor.attrs.get("precision") == "tf32"):
         from aotc.kernels.codegen_dot_mma import generate_dot_mma
-        return generate_dot_mma(b, (bshape, mshape, nshape, kshape, B, M, N, K))
+        return generate_dot_mma(b, (bshape, mshape, nshape, kshape, B, M, N, K), row_stats, norm)
 
     def operand_load(var, value, batch_dims, dims_a, dims_b, flat_a, flat_b, shape_a, shape_b):
         return dot_operand_load(b, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b,
-                                shape_a, shape_b, "a" if var == "A" else "bv")
+                                shape_a, shape_b, "a" if var == "A" else "bv",
+                                overrides=norm if var == "A" else None)
 
     load_a = operand_load("A", lhs, lb, lf, lc, "am", "ak", mshape, kshape)
     load_b = operand_load("B", rhs, rb, rc, rf, "bk", "bn", kshape, nshape)
     fetch = dot_fetch(b.idx_t, load_a, load_b, M, N, K)
     em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=4)
-    slots = dict(fetch=fetch, epilogue=em.text(), batch=B, m=M, n=N, k=K)
+    slots = dict(fetch=fetch, epilogue=em.text(), batch=B, m=M, n=N, k=K, row_stats=row_stats)
     return b.finish("dot", slots, (math.ceil(N / 64), math.ceil(M / 64), B), (256, 1, 1))
 
 

@@ -15,23 +15,24 @@ from aotc.ir import dtypes, ops
 from aotc.kernels.codegen import Kernel, _Builder, dot_epilogue, dot_operand_load
 
 
-def generate_dot_mma(b: _Builder, geometry) -> Kernel:
+def generate_dot_mma(b: _Builder, geometry, row_stats: str = "", norm=None) -> Kernel:
     bshape, mshape, nshape, kshape, B, M, N, K = geometry
     anchor = b.region.anchor
     lhs, rhs = anchor.inputs
     a = anchor.attrs
     lf, rf = ops.dot_free_dims(a, lhs.type.rank, rhs.type.rank)
     load_a = dot_operand_load(b, bshape, "A", lhs, a["lhs_batch"], lf, a["lhs_contract"], "am", "ak",
-                              mshape, kshape, "a", indent=4)
+                              mshape, kshape, "a", indent=4, overrides=norm)
     load_b = dot_operand_load(b, bshape, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, "bk", "bn",
                               kshape, nshape, "bv", indent=4)
     em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=5)
     grid = (math.ceil(N / 64), math.ceil(M / 64), B)
     if lhs.dtype == dtypes.f32:            # precision='tf32'
-        slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K)
+        slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K,
+                     row_stats=row_stats)
         return b.finish("dot_tf32", slots, grid, (128, 1, 1))
     bf16 = lhs.dtype == dtypes.bf16
     slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K,
                  elt="bf16" if bf16 else "f16", ctype=lhs.dtype.c,
-                 to_elt="__float2bfloat16" if bf16 else "__float2half")
+                 to_elt="__float2bfloat16" if bf16 else "__float2half", row_stats=row_stats)
     return b.finish("dot_mma", slots, grid, (128, 1, 1))

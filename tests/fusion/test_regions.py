@@ -182,3 +182,50 @@ def test_expansion_stays_apart_when_it_must(why):
     regions = partition(g)
     check_partition(g, regions)
     assert sorted(kinds(regions)) == ["conv", "conv"]
+
+
+def _ln_into(b, shape, n_out):
+    from tests.helpers.norms import layer_norm
+    x = b.input("x", shape)
+    return x, layer_norm(b, x, b.input("g", shape[-1:]), b.input("beta", shape[-1:])), b.input("w", (shape[-1], n_out))
+
+
+def test_layernorm_feeding_gemms_is_recomputed_in_their_prologues():
+    from tests.helpers.norms import matmul
+    b = GraphBuilder()
+    x, y, w = _ln_into(b, (2, 5, 16), 8)
+    q = matmul(b, y, w)
+    k = matmul(b, y, b.input("wk", (16, 8)))
+    g = b.build([q, k])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["dot", "dot"]
+    assert all(sum(n.op == "reduce" for n in r.nodes) == 2 for r in regions)
+    assert all(not any(v.shape == x.shape and v is not x for v in r.inputs) for r in regions)  # no normalized tensor
+
+
+@pytest.mark.parametrize("case,why", [("residual", "also feeds add"), ("sum", "row passes over 2 tensors"),
+                                      ("batched", "also feeds reshape")])
+def test_layernorm_stays_a_row_kernel_when_it_must(case, why):
+    from tests.helpers.norms import layer_norm, matmul
+    b = GraphBuilder()
+    if case == "sum":                         # norm(a + r): two tensors read per row pass
+        a, r = b.input("a", (6, 16)), b.input("r", (6, 16))
+        y = layer_norm(b, b.add("add", a, r), b.input("g", (16,)))
+        outs = [matmul(b, y, b.input("w", (16, 8)))]
+    else:
+        x, y, w = _ln_into(b, (6, 16), 8)
+        outs = [matmul(b, y, w)]
+        if case == "residual":
+            outs.append(b.add("add", y, x))
+        else:                                  # a batched dot reads rows per batch, not per m
+            yb = b.add("reshape", y, shape=(2, 3, 16))
+            outs.append(b.add("dot_general", yb, b.input("wb", (2, 16, 4)), lhs_batch=(0,), rhs_batch=(0,),
+                              lhs_contract=(2,), rhs_contract=(1,)))
+    g = b.build(outs)
+    regions = partition(g)
+    check_partition(g, regions)
+    assert "row" in kinds(regions)
+    dot = next(r for r in regions if r.kind == "dot")
+    assert not any(n.op == "reduce" for n in dot.nodes)
+    assert any(why in reason for reason in dot.reasons), dot.reasons

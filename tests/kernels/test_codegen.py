@@ -288,3 +288,35 @@ def test_row_kernel_for_jax_style_log_softmax():
     out = b.add("sub", sh, b.add("broadcast_in_dim", lg, shape=(5, 783), broadcast_dimensions=(0, 1)))
     graph = b.build([out])
     check(graph, [random_array(rng, (5, 783)) * 10], seed, rtol=1e-5, atol=1e-5, kinds=["row"])
+
+
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+@pytest.mark.parametrize("rows,k,n,precision", [
+    ((3,), 50, 3, None), ((50,), 783, 70, None), ((2, 65), 33, 17, None),   # rows across two m tiles
+    ((130,), 64, 65, "tf32")])
+def test_gemm_with_norm_prologue(norm, rows, k, n, precision):
+    """LayerNorm/RMSNorm recomputed in the GEMM's lhs loads: the row statistics pre-pass."""
+    from tests.helpers.norms import layer_norm, matmul, rms_norm
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x, g = b.input("x", rows + (k,)), b.input("g", (k,))
+    y = layer_norm(b, x, g, b.input("beta", (k,))) if norm == "layer" else rms_norm(b, x, g)
+    d = matmul(b, y, b.input("w", (k, n)), **({"precision": precision} if precision else {}))
+    graph = b.build([b.add("tanh", d)])
+    ins = [random_array(rng, rows + (k,), low=-3, high=5), random_array(rng, (k,))]
+    ins += [random_array(rng, (k,))] if norm == "layer" else []
+    tol = 3e-3 if precision else 2e-4         # rsqrtf vs 1/sqrt may flip a tf32 rounding (2^-11 relative)
+    kernels = check(graph, ins + [random_array(rng, (k, n))], seed, rtol=tol, atol=tol, kinds=["dot"])
+    assert "aotc_rs[" in kernels[0].source
+
+
+def test_f16_gemm_with_norm_prologue():
+    """The tensor-core kernel takes the pre-pass too; the norm computes in f32 from f16 storage."""
+    from tests.helpers.norms import matmul, rms_norm
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x, g, w = b.input("x", (70, 48), "f16"), b.input("g", (48,), "f16"), b.input("w", (48, 40), "f16")
+    graph = b.build([b.add("convert", matmul(b, rms_norm(b, x, g), w), dtype="f32")])
+    ins = [random_array(rng, s).astype(np.float16) for s in [(70, 48), (48,), (48, 40)]]
+    kernels = check(graph, ins, seed, rtol=3e-2, atol=3e-2, kinds=["dot"])
+    assert kernels[0].name.startswith("aotc_dot_mma_") and "aotc_rs[" in kernels[0].source

@@ -23,6 +23,12 @@ __device__ __forceinline__ unsigned int aotc_min(unsigned int a, unsigned int b)
 #define AOTC_COMBINE_max(a, b) aotc_max((a), (b))
 #define AOTC_COMBINE_min(a, b) aotc_min((a), (b))
 
+// aotc_warp_min, beside the prelude's aotc_warp_sum/aotc_warp_max (every lane gets the result).
+__device__ __forceinline__ float aotc_warp_min(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = aotc_min(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
 // Block-wide float reduction for row kernels: every thread passes its partial,
 // every thread gets the result. blockDim.x must be a multiple of 32 and every
 // thread of the block must call it (it holds barriers). `sh` is 33 floats of

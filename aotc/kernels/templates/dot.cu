@@ -12,6 +12,7 @@ extern "C" __global__ void __launch_bounds__(256) ${name}(${params}) {
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   const ${idx_t} b = blockIdx.z;
   const ${idx_t} m0 = (${idx_t})blockIdx.y * 64, n0 = (${idx_t})blockIdx.x * 64;
+${row_stats}
   float acc[4][4];
 #pragma unroll
   for (int i = 0; i < 4; ++i)

@@ -12,6 +12,7 @@ extern "C" __global__ void __launch_bounds__(128) ${name}(${params}) {
   const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
   const ${idx_t} b = blockIdx.z;
   const ${idx_t} m0 = (${idx_t})blockIdx.y * 64, n0 = (${idx_t})blockIdx.x * 64;
+${row_stats}
   float acc[2][4][4];
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 4; ++j)
