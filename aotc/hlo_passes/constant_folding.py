@@ -12,6 +12,10 @@ Leaves alone:
 - bloat: a node whose result has more elements than max(1024, its largest
   constant input). Broadcasting a scalar to an activation-sized tensor stays
   an op: the kernel does it for free, the engine file would not;
+- duplication: an index-math op (transpose, reshape, slice...) of a large
+  constant that other nodes also read. Folding it would store the weight
+  twice (GPT-2's tied embedding: a gather reads the table, the LM head its
+  transpose, +147 MiB); as an op it is index math in the consumer's loads;
 - a node the reference fails on (e.g. an out-of-range gather index): the
   error belongs to run time, not to the compiler.
 
@@ -21,18 +25,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from aotc.ir import ops
 from aotc.ir.graph import Graph
 from aotc.ir.interpreter import evaluate_node
 
 MIN_FOLD_LIMIT = 1024   # elements; results up to this size always fold
 
 
-def _fold(node, env) -> list[np.ndarray] | None:
+def _fold(node, env, readers) -> list[np.ndarray] | None:
     """The node's folded outputs, or None where it must stay an op."""
     if not all(v in env for v in node.inputs):
         return None
     largest_input = max((env[v].size for v in node.inputs), default=0)
     if any(v.type.size > max(MIN_FOLD_LIMIT, largest_input) for v in node.outputs):
+        return None
+    if ops.category(node.op) == ops.INJECTIVE and any(
+            v.type.size > MIN_FOLD_LIMIT and readers.get(v, 0) > 1 for v in node.inputs):
         return None
     try:
         with np.errstate(all="ignore"):
@@ -52,9 +60,15 @@ def _fold(node, env) -> list[np.ndarray] | None:
 def run(graph: Graph) -> Graph:
     """A new Graph with every foldable node replaced by constants."""
     env = dict(graph.constants)
+    readers: dict = {}
+    for n in graph.nodes:
+        for v in set(n.inputs):
+            readers[v] = readers.get(v, 0) + 1
+    for v in graph.outputs:
+        readers[v] = readers.get(v, 0) + 1
     nodes = []
     for n in graph.nodes:
-        folded = _fold(n, env)
+        folded = _fold(n, env, readers)
         if folded is None:
             nodes.append(n)
             continue

@@ -109,11 +109,25 @@ class _Builder:
         name = f"aotc_{kind}_{digest}"
         text = text.replace("${name}", name)
         region = self.region
-        nbytes = sum(v.type.nbytes for v in self.params) + region.root.type.nbytes
+        nbytes = sum(touched_bytes(v, region.nodes) for v in self.params) + region.root.type.nbytes
         flops = sum(ops.node_flops(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs])
                     for n in region.nodes)
         return Kernel(name, text, self.params + [region.root], tuple(grid), tuple(block), smem,
                       region, nbytes, flops)
+
+
+def touched_bytes(v: Value, nodes) -> int:
+    """Bytes of input `v` a kernel reads: the rows a gather picks or a slice keeps, else all of v.
+
+    An embedding lookup reads seq rows of a 50k-row table, an LSTM step one
+    time slice; counting the whole tensor would overstate their traffic 100x.
+    """
+    users = [n for n in nodes if v in n.inputs]
+    partial = all((n.op == "gather" and n.inputs[0] is v and v not in n.inputs[1:]) or n.op == "slice"
+                  for n in users)
+    if not users or not partial:
+        return v.type.nbytes
+    return min(v.type.nbytes, sum(n.outputs[0].type.size for n in users) * v.dtype.itemsize)
 
 
 def _grid_1d(total: int, block: int) -> tuple[int, int, int]:

@@ -61,6 +61,21 @@ def test_large_constant_input_allows_same_size_result():
     assert counts(out) == {"add": 1}
 
 
+def test_shared_weight_is_not_duplicated_by_folding_its_transpose():
+    """A tied embedding: a gather reads the table, a GEMM its transpose; the engine keeps one copy."""
+    b = GraphBuilder()
+    table = b.constant(np.linspace(-1, 1, 4096, dtype=np.float32).reshape(256, 16), "wte")
+    ids = b.input("ids", (3,), "i32")
+    h = b.add("gather", table, ids, axis=0)
+    logits = b.add("dot_general", h, b.add("transpose", table, permutation=(1, 0)), lhs_batch=(), rhs_batch=(),
+                   lhs_contract=(1,), rhs_contract=(0,))
+    g = b.build([logits])
+    out = dce.run(constant_folding.run(g))
+    assert counts(out) == {"gather": 1, "transpose": 1, "dot_general": 1}
+    assert sum(c.size for c in out.constants.values()) == 4096
+    assert_same_results(g, out)
+
+
 def test_iota_folds_when_small_only():
     b = GraphBuilder()
     x = b.input("x", (4, 300), "i32")

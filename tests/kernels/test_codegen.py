@@ -11,6 +11,7 @@ from aotc.fusion.regions import partition
 from aotc.ir import ops
 from aotc.ir.graph import GraphBuilder
 from aotc.ir.interpreter import interpret
+from aotc.kernels.codegen import generate
 from tests.helpers.host_run import run_on_host
 from tests.helpers.rng import fresh_rng, random_array
 
@@ -320,3 +321,15 @@ def test_f16_gemm_with_norm_prologue():
     ins = [random_array(rng, s).astype(np.float16) for s in [(70, 48), (48,), (48, 40)]]
     kernels = check(graph, ins, seed, rtol=3e-2, atol=3e-2, kinds=["dot"])
     assert kernels[0].name.startswith("aotc_dot_mma_") and "aotc_rs[" in kernels[0].source
+
+
+def test_modelled_bytes_count_gathered_rows_not_the_table():
+    """An embedding lookup reads the rows it gathers; a slice reads what it keeps."""
+    b = GraphBuilder()
+    table, ids = b.input("table", (1000, 16)), b.input("ids", (5,), "i32")
+    x = b.input("x", (40, 16))
+    rows = b.add("gather", table, ids, axis=0)
+    part = b.add("slice", x, start=(8, 0), limit=(13, 16), stride=(1, 1))
+    graph = b.build([b.add("add", rows, part)])
+    (kernel,) = [generate(graph, r) for r in partition(graph)]
+    assert kernel.bytes == 5 * 16 * 4 + 5 * 4 + 5 * 16 * 4 + 5 * 16 * 4    # rows, ids, slice, output
