@@ -111,7 +111,8 @@ def _parse_archs(arch) -> tuple[list[str], str]:
 
 def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disabled=(),
                   input_shapes=None, progress=None, host_lib=None, precision: str = "fp32",
-                  keep_fp32=(), layout: str = "nhwc", fast_compile: bool = False) -> CompileResult:
+                  keep_fp32=(), layout: str = "nhwc", fast_compile: bool = False,
+                  split_k: bool = True) -> CompileResult:
     """Compile `model` into an EnginePlan (see aotc.package.plan).
 
     `host_lib`, if given, is a callable `(source, kernel_names) -> bytes` that
@@ -123,7 +124,8 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     and `layout` ('nhwc' or 'nchw' for conv stacks) configure the graph passes
     (aotc.hlo_passes.pipeline.default_pipeline). `fast_compile` builds the GPU code
     with NVRTC's --Ofast-compile=max: several times faster, slower kernels; the
-    manifest records it.
+    manifest records it. `split_k` lets GEMMs/convs that would fill under half of
+    the GPU split their K loop (aotc.kernels.split_k); the manifest records it.
     """
     from aotc.fusion.regions import check_partition, partition
     from aotc.hlo_passes.pipeline import run_pipeline
@@ -158,7 +160,7 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
 
     stage("codegen")
     say(f"generating kernels for {len(regions)} regions")
-    kernels, launches, weights, memory, _ = build_launches(optimized, regions)
+    kernels, launches, weights, memory, _ = build_launches(optimized, regions, split_k)
     source = codegen.module_source(kernels)
     names = list(dict.fromkeys(k.name for k in kernels))
     done("codegen")
@@ -171,13 +173,13 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
         inputs=[P.TensorSpec(v.name, v.dtype.name, v.shape) for v in optimized.inputs],
         outputs=[P.TensorSpec(n, v.dtype.name, v.shape)
                  for n, v in zip(optimized.signature_output_names(), optimized.outputs)],
-        arena_size=memory.size, weights=weights, launches=launches, cubins=cubins,
+        arena_size=memory.size, arena_zeroed=memory.zeroed, weights=weights, launches=launches, cubins=cubins,
         ptx=ptx, ptx_arch=ptx_arch, host_lib=host_lib,
         manifest={"aotc_version": __version__, "model": optimized.name,
                   "arena_lower_bound": memory.lower_bound,
                   "nodes_imported": len(imported.nodes), "nodes_optimized": len(optimized.nodes),
                   "source_lines": source.count("\n"), "kernel_resources": resources,
-                  "fast_compile": fast_compile})
+                  "fast_compile": fast_compile, "split_k": split_k})
     done("package")
     return CompileResult(plan, imported, optimized, times, memory.lower_bound, regions, kernels, report)
 

@@ -4,8 +4,8 @@ For ResNet-50, MobileNetV2, BERT-base, GPT-2 small and ViT-B/16 (random
 weights, tests/e2e/real_models.py) prints: ONNX nodes, kernels launched per
 inference, distinct kernels, modelled bytes moved vs the minimum (weights +
 inputs + outputs, each touched once), compile time per stage with the default
-targets, cold (fresh kernel cache) and warm, and how many GEMM/conv launches
-fill less than one wave of the H200's SMs.
+targets, cold (fresh kernel cache) and warm, how many GEMM/conv launches fill
+less than half the H200's SMs, and the split-K launches with their partials.
 
     python bench/fusion_report.py [model ...]
 """
@@ -30,13 +30,13 @@ H200_SMS = 132
 
 
 def underfilled(plan) -> tuple[int, int]:
-    """(GEMM/conv launches with fewer blocks than the H200 has SMs, all GEMM/conv launches).
+    """(GEMM/conv launches with fewer blocks than half the H200's SMs, all GEMM/conv launches).
 
-    A launch of fewer blocks than SMs leaves the rest of the chip idle (batch-1 CNN tails,
-    seq-128 transformer projections): the case for split-K or smaller tiles.
+    Such a launch leaves most of the chip idle (batch-1 CNN tails, seq-128 transformer
+    projections); split-K (aotc/kernels/split_k.py) exists to fill it.
     """
     heavy = [l for l in plan.launches if l.kernel.startswith(("aotc_dot", "aotc_conv", "aotc_depthwise"))]
-    few = [l for l in heavy if l.grid[0] * l.grid[1] * l.grid[2] < H200_SMS]
+    few = [l for l in heavy if 2 * l.grid[0] * l.grid[1] * l.grid[2] < H200_SMS]
     return len(few), len(heavy)
 
 
@@ -56,16 +56,19 @@ def main(names) -> None:
             plan = cold.plan
             moved = sum(l.bytes for l in plan.launches)
             few, heavy = underfilled(plan)
+            split = [k for k in cold.kernels if k.splits > 1]
+            partials = sum(k.workspace for k in split) / 2**20
             rows.append((name, len(model.graph.node), len(plan.launches), len(plan.kernels),
                          moved / 2**20, minimum_bytes(plan) / 2**20, moved / minimum_bytes(plan), t_cold, t_warm,
-                         f"{few}/{heavy}", cold.stage_seconds))
+                         f"{few}/{heavy}", f"{len(split)}/{partials:.1f}", cold.stage_seconds))
     print(f"{'model':<13} {'onnx':>5} {'kernels':>7} {'distinct':>8} {'moved MiB':>10} {'min MiB':>8} "
-          f"{'ratio':>6} {'cold s':>7} {'warm s':>7} {'<1 wave':>8}  stages (cold)")
-    for name, nodes, launches, distinct, moved, least, ratio, tc, tw, waves, stages in rows:
+          f"{'ratio':>6} {'cold s':>7} {'warm s':>7} {'<1/2 wave':>9} {'split/MiB':>9}  stages (cold)")
+    for name, nodes, launches, distinct, moved, least, ratio, tc, tw, waves, split, stages in rows:
         st = " ".join(f"{k}={v:.1f}" for k, v in stages.items())
         print(f"{name:<13} {nodes:>5} {launches:>7} {distinct:>8} {moved:>10.1f} {least:>8.1f} {ratio:>6.2f} "
-              f"{tc:>7.1f} {tw:>7.1f} {waves:>8}  {st}")
-    print(f"<1 wave: GEMM/conv launches with fewer thread blocks than the H200's {H200_SMS} SMs / all of them")
+              f"{tc:>7.1f} {tw:>7.1f} {waves:>9} {split:>9}  {st}")
+    print(f"<1/2 wave: GEMM/conv launches with fewer thread blocks than half the H200's {H200_SMS} SMs / all;"
+          " split/MiB: split-K launches / their f32 partials (L2-resident, not in 'moved')")
 
 
 if __name__ == "__main__":

@@ -77,12 +77,14 @@ def _human(n: int) -> str:
               help="Fix a model input's symbolic dims, e.g. input_ids:1x128 (repeatable; as trtexec --shapes).")
 @click.option("--fast-compile", is_flag=True,
               help="Build GPU code with NVRTC --Ofast-compile=max: several times faster, slower kernels (iteration).")
+@click.option("--split-k/--no-split-k", default=True, show_default=True,
+              help="Split the K loop of GEMMs/convs that would fill under half of the GPU's SMs.")
 @click.option("--report", is_flag=True, help="Show time and node counts per graph pass.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 @handle_errors
 def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precision, keep_fp32, layout, input_shape,
-                fast_compile, report, as_json, quiet):
+                fast_compile, split_k, report, as_json, quiet):
     """Compile MODEL (.onnx) into one engine file."""
     import os
 
@@ -96,7 +98,8 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precisi
     keep = [k.strip() for k in keep_fp32.split(",") if k.strip()]
     result = aotc_compile(model, output, arch=arch, host=not no_host, dump_dir=dump_passes,
                           disabled=disable_pass, progress=progress, precision=precision, keep_fp32=keep,
-                          layout=layout, input_shapes=_parse_input_shapes(input_shape), fast_compile=fast_compile)
+                          layout=layout, input_shapes=_parse_input_shapes(input_shape), fast_compile=fast_compile,
+                          split_k=split_k)
     s = result.summary()
     s["engine"] = output
     s["engine_bytes"] = os.path.getsize(output)

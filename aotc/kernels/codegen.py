@@ -17,6 +17,7 @@ from aotc.errors import UnsupportedError
 from aotc.fusion.regions import Region
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Value
+from aotc.kernels import split_k
 from aotc.kernels.codegen_norm_prologue import norm_row_stats
 from aotc.kernels.emitter import Emitter, compute_type, linear, literal, store_expr
 
@@ -37,6 +38,9 @@ class Kernel:
     region: Region
     bytes: int
     flops: int
+    splits: int = 1                # split-K: extra params (f32 workspace, tile counters) follow `out`
+    workspace: int = 0             # bytes of that workspace
+    counters: int = 0              # tile counters (u32) it uses in the arena's zeroed tail
 
     @property
     def uses_fp16(self) -> bool:
@@ -74,8 +78,9 @@ def _unravel(em: Emitter, flat: str, shape, prefix: str) -> list[str]:
 class _Builder:
     """Shared state for generating one region's kernel."""
 
-    def __init__(self, graph: Graph, region: Region, producer):
+    def __init__(self, graph: Graph, region: Region, producer, split_k: bool = True):
         self.graph = graph
+        self.split_k = split_k
         self.region = region
         self.producer = producer
         self.idx_t = _idx_t(region)
@@ -102,7 +107,16 @@ class _Builder:
 
     def finish(self, kind: str, slots: dict, grid, block, smem=0) -> Kernel:
         slots = dict({"row_stats": ""}, **slots)
-        slots = dict(slots, name="${name}", params=self.signature(), idx_t=self.idx_t,
+        params, splits, extra = self.signature(), 1, 0
+        if kind in split_k.GEMM_TEMPLATES:
+            B, M, N, K = (slots[key] for key in ("batch", "m", "n", "k"))
+            more, splits, _ = split_k.split_slots(kind, B, M, N, K, self.idx_t, self.split_k)
+            slots.update(more)
+            if splits > 1:
+                grid = (grid[0], grid[1], B * splits)
+                params += ", float *__restrict__ aotc_ws, unsigned int *__restrict__ aotc_sem"
+                extra = splits * B * M * N * 4          # f32 partials: L2-resident (see split_k.py)
+        slots = dict(slots, name="${name}", params=params, idx_t=self.idx_t,
                      what=self.region.describe().replace("\n", " "))
         text = _template(kind).safe_substitute(slots)
         digest = hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -113,7 +127,8 @@ class _Builder:
         flops = sum(ops.node_flops(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs])
                     for n in region.nodes)
         return Kernel(name, text, self.params + [region.root], tuple(grid), tuple(block), smem,
-                      region, nbytes, flops)
+                      region, nbytes, flops, splits, extra,
+                      grid[0] * grid[1] * grid[2] // splits if splits > 1 else 0)
 
 
 def touched_bytes(v: Value, nodes) -> int:
@@ -134,10 +149,10 @@ def _grid_1d(total: int, block: int) -> tuple[int, int, int]:
     return (max(1, min(math.ceil(total / block), MAX_GRID)), 1, 1)
 
 
-def generate(graph: Graph, region: Region, producer=None) -> Kernel:
-    """The kernel computing `region` of `graph`."""
+def generate(graph: Graph, region: Region, producer=None, split_k: bool = True) -> Kernel:
+    """The kernel computing `region` of `graph` (`split_k`: may split a GEMM's K loop, see split_k.py)."""
     producer = producer if producer is not None else graph.producers()
-    b = _Builder(graph, region, producer)
+    b = _Builder(graph, region, producer, split_k)
     from aotc.kernels.codegen_attention import generate_attention
     gen = {"loop": _loop, "reduction": _reduction, "dot": _dot, "conv": _conv, "window": _window,
            "row": _row, "attention": generate_attention}

@@ -35,8 +35,11 @@ All integers are little-endian. Layout of a version-1 engine file:
   PLAN: the binary launch plan the C runtime reads (engine.c mirrors this):
     header, 48 bytes:
       u32 input_count, output_count, dim_count, kernel_count,
-          launch_count, arg_count, strtab_size, reserved(0)
+          launch_count, arg_count, strtab_size, arena_zeroed
       u64 arena_size, weights_size (== size of the WEIGHTS section)
+    arena_zeroed (<= arena_size): the runtime zeroes the arena's last
+    arena_zeroed bytes when it creates a context (split-K tile counters,
+    which the kernels leave zero again); 0 in engines without split-K.
     tensors, (input_count + output_count) x 16 bytes, inputs first:
       u32 name_off, name_len (into strtab; strtab[name_off + name_len] == 0)
       u8 dtype (plan.DTYPE_CODES), u8 rank (<= 8), u16 reserved(0)
@@ -135,7 +138,7 @@ def _plan_bytes(plan: EnginePlan) -> bytes:
         launches.append(_LAUNCH.pack(kidx[ln.kernel], *ln.grid, *ln.block, ln.smem,
                                      start, len(ln.args)))
     head = _PLAN_HDR.pack(len(plan.inputs), len(plan.outputs), len(dims), len(kernels),
-                          len(launches), len(args), len(strtab), 0,
+                          len(launches), len(args), len(strtab), plan.arena_zeroed,
                           plan.arena_size, len(plan.weights))
     out = b"".join([head, *tensors, struct.pack(f"<{len(dims)}Q", *dims), *kern_rows,
                     *launches, *args, bytes(strtab)])
@@ -156,7 +159,7 @@ def _manifest(plan: EnginePlan) -> dict:
     return {
         "format": "aotc-engine", "format_version": FORMAT_VERSION, "aotc_version": __version__,
         "inputs": [spec(t) for t in plan.inputs], "outputs": [spec(t) for t in plan.outputs],
-        "arena_size": plan.arena_size, "weights_size": len(plan.weights),
+        "arena_size": plan.arena_size, "arena_zeroed": plan.arena_zeroed, "weights_size": len(plan.weights),
         "kernels": plan.kernels, "launches": launches,
         "totals": {"launches": len(plan.launches), "bytes": sum(ln.bytes for ln in plan.launches),
                    "flops": sum(ln.flops for ln in plan.launches)},
@@ -313,11 +316,13 @@ def read_manifest(data: bytes) -> dict:
 def _parse_plan(p: bytes, weights_size: int):
     if len(p) < _PLAN_HDR.size:
         _fail(f"PLAN section is {len(p)} bytes, shorter than its header")
-    ni, no, nd, nk, nl, na, ns, rsv, arena, wsize = _PLAN_HDR.unpack_from(p)
+    ni, no, nd, nk, nl, na, ns, zeroed, arena, wsize = _PLAN_HDR.unpack_from(p)
     want = (_PLAN_HDR.size + _TENSOR.size * (ni + no) + 8 * nd + _KERNEL.size * nk
             + _LAUNCH.size * nl + _ARG.size * na + ns)
-    if want != len(p) or rsv:
+    if want != len(p):
         _fail(f"PLAN section is {len(p)} bytes, its counts need {want}")
+    if zeroed > arena:
+        _fail(f"PLAN zeroed arena tail {zeroed} exceeds the arena size {arena}")
     if wsize != weights_size:
         _fail(f"PLAN weights size {wsize} != WEIGHTS section size {weights_size}")
     pos = _PLAN_HDR.size + _TENSOR.size * (ni + no)
@@ -373,14 +378,14 @@ def _parse_plan(p: bytes, weights_size: int):
                 _fail(f"launch {i} arg {j - a0}: kind {kind} index {idx} offset {off} out of bounds")
             args.append(BufferRef(name, idx, off))
         launches.append(Launch(kernels[k], (g0, g1, g2), (b0, b1, b2), smem, args))
-    return ins, outs, arena, launches
+    return ins, outs, (arena, zeroed), launches
 
 
 def read_engine(data: bytes) -> EnginePlan:
     """Parse and validate an engine image; EngineFormatError names what is wrong."""
     secs = _sections(data)
     weights = _section(secs, SEC_WEIGHTS)[1]
-    ins, outs, arena, launches = _parse_plan(_section(secs, SEC_PLAN)[1], len(weights))
+    ins, outs, (arena, zeroed), launches = _parse_plan(_section(secs, SEC_PLAN)[1], len(weights))
     try:
         man = json.loads(_section(secs, SEC_MANIFEST)[1])
         mls = man.get("launches", [])
@@ -392,7 +397,7 @@ def read_engine(data: bytes) -> EnginePlan:
         _fail(f"MANIFEST is not valid ({e})")
     ptx = _section(secs, SEC_PTX)
     host = _section(secs, SEC_HOST_LIB)
-    return EnginePlan(inputs=ins, outputs=outs, arena_size=arena, weights=weights,
+    return EnginePlan(inputs=ins, outputs=outs, arena_size=arena, arena_zeroed=zeroed, weights=weights,
                       launches=launches, cubins={t: d for k, t, d in secs if k == SEC_CUBIN},
                       ptx=ptx[1] if ptx else b"", ptx_arch=ptx[0] if ptx else "",
                       host_lib=host[1] if host else b"", manifest=extra if isinstance(extra, dict) else {})

@@ -35,14 +35,17 @@ def add_output_copies(graph: Graph, regions: list[Region]) -> tuple[list[Region]
     return regions, writes
 
 
-def build_launches(graph: Graph, regions: list[Region]):
+def build_launches(graph: Graph, regions: list[Region], split_k: bool = True):
     """Generate kernels and resolve their arguments.
 
     Returns (kernels, launches, weights bytes, memory plan, output writer map).
+    A split-K launch also gets an f32 workspace live during that launch only,
+    and the tile counters at the arena's end (memory.zeroed bytes, zeroed by
+    the runtime once per context and left zero by every launch).
     """
     regions, writes = add_output_copies(graph, regions)
     producer = graph.producers()
-    kernels: list[Kernel] = [generate(graph, r, producer) for r in regions]
+    kernels: list[Kernel] = [generate(graph, r, producer, split_k) for r in regions]
 
     refs: dict[Value, P.BufferRef] = {v: P.BufferRef("input", index=i) for i, v in enumerate(graph.inputs)}
     for i, j in writes.items():
@@ -71,16 +74,25 @@ def build_launches(graph: Graph, regions: list[Region]):
         for v in k.params[:-1]:
             if v in last:
                 last[v] = max(last[v], i)
-    memory = plan_memory([Buffer(v, v.type.nbytes, first[v], last[v],
-                                 in_place_input(regions[first[v]], kernels[first[v]], first, last))
-                          for v in first])
+    buffers = [Buffer(v, v.type.nbytes, first[v], last[v],
+                      in_place_input(regions[first[v]], kernels[first[v]], first, last)) for v in first]
+    buffers += [Buffer(("split-k workspace", i), k.workspace, i, i) for i, k in enumerate(kernels) if k.splits > 1]
+    memory = plan_memory(buffers)
     for v, off in memory.offsets.items():
-        refs[v] = P.BufferRef("arena", offset=off)
+        if not isinstance(v, tuple):
+            refs[v] = P.BufferRef("arena", offset=off)
+    counters = max((k.counters for k in kernels), default=0)
+    if counters:
+        counter_ref = P.BufferRef("arena", offset=align_up(memory.size, ALIGN))
+        memory.zeroed = align_up(4 * counters, ALIGN)
+        memory.size = counter_ref.offset + memory.zeroed
 
     launches = []
     for i, k in enumerate(kernels):
         args = [refs[v] for v in k.params[:-1]]
         args.append(P.BufferRef("output", index=writes[i]) if i in writes else refs[k.region.root])
+        if k.splits > 1:
+            args += [P.BufferRef("arena", offset=memory.offsets[("split-k workspace", i)]), counter_ref]
         launches.append(P.Launch(k.name, k.grid, k.block, k.smem, args, k.bytes, k.flops,
                                  k.region.describe()))
     return kernels, launches, weights, memory, writes

@@ -43,6 +43,7 @@ class MemoryPlan:
     size: int
     lower_bound: int
     in_place: int = 0          # buffers written over one of their inputs
+    zeroed: int = 0            # bytes at the arena's end the runtime zeroes once (split-K tile counters)
 
     @property
     def ratio(self) -> float:

@@ -67,6 +67,7 @@ class EnginePlan:
     arena_size: int
     weights: bytes
     launches: list[Launch]
+    arena_zeroed: int = 0                                    # arena tail bytes zeroed per context
     cubins: dict[str, bytes] = field(default_factory=dict)   # "sm_80" -> cubin ELF
     ptx: bytes = b""                                         # PTX text for JIT on newer chips
     ptx_arch: str = ""                                       # e.g. "compute_90"

@@ -1,5 +1,6 @@
 """The `aotc` command end to end: compile, run, inspect, demo, and one-line errors."""
 import json
+import struct
 import subprocess
 import sys
 
@@ -91,7 +92,10 @@ def test_errors_are_one_line(tmp_path, engine_path):
                    "not found")
     bad = tmp_path / "bad.engine"
     data = bytearray(engine_path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
+    count, table = struct.unpack_from("<IQ", data, 36)
+    off, size = max((struct.unpack_from("<II16sQQII", data, table + 48 * i)[3:5] for i in range(count)),
+                    key=lambda e: e[1])
+    data[off + size // 2] ^= 0xFF         # inside the largest section (not the padding between sections)
     bad.write_bytes(bytes(data))
     one_line_error(run_cli("run", str(bad)), "error")
     one_line_error(run_cli("inspect", str(bad)), "error")

@@ -29,18 +29,20 @@ def poisoned(shape, dtype) -> np.ndarray:
     return a
 
 
-def run_on_host(graph: Graph, inputs: list[np.ndarray], regions=None):
+def run_on_host(graph: Graph, inputs: list[np.ndarray], regions=None, split_k: bool = True, runs: int = 1):
+    """Run the graph's kernels on the host build; `runs` > 1 repeats the launches on the same arena."""
     regions = regions if regions is not None else partition(graph)
     check_partition(graph, regions)
-    kernels, launches, weights, memory, _ = build_launches(graph, regions)
+    kernels, launches, weights, memory, _ = build_launches(graph, regions, split_k)
     source = codegen.module_source(kernels)
     lib = HostLibrary(compile_host(source, list(dict.fromkeys(k.name for k in kernels))))
     arena = np.full(max(memory.size, 1) // 4 + 1, np.nan, np.float32).view(np.uint8)
+    arena[memory.size - memory.zeroed:memory.size] = 0       # as the runtime does at context creation
     wbuf = np.frombuffer(weights, np.uint8).copy() if weights else np.zeros(1, np.uint8)
     outs = [poisoned(v.shape, v.dtype.np) for v in graph.outputs]
     ins = [np.ascontiguousarray(a) for a in inputs]
 
-    def pointer_array(ref, k_param):
+    def pointer_array(ref):
         if ref.kind == "input":
             return ins[ref.index]
         if ref.kind == "output":
@@ -48,7 +50,8 @@ def run_on_host(graph: Graph, inputs: list[np.ndarray], regions=None):
         base = arena if ref.kind == "arena" else wbuf
         return base[ref.offset:]
 
-    for launch, k in zip(launches, kernels):
-        args = [pointer_array(ref, v) for ref, v in zip(launch.args, k.params)]
-        lib.launch(launch.kernel, launch.grid, launch.block, args, smem=launch.smem)
-    return outs, kernels
+    for _ in range(runs):
+        for launch in launches:
+            args = [pointer_array(ref) for ref in launch.args]
+            lib.launch(launch.kernel, launch.grid, launch.block, args, smem=launch.smem)
+    return outs, kernels, arena[memory.size - memory.zeroed:memory.size]

@@ -48,6 +48,17 @@ def test_round_trip_all_sections(host_lib, plan_factory):
     assert ef.engine_bytes(back) == data  # deterministic and lossless
 
 
+def test_zeroed_arena_tail_round_trips_and_is_bounded(plan_factory):
+    """arena_zeroed (split-K tile counters) sits in the PLAN header; it cannot exceed the arena."""
+    plan = plan_factory()
+    plan.arena_zeroed = 256
+    back = ef.read_engine(ef.engine_bytes(plan))
+    assert back.arena_zeroed == 256 and ef.read_manifest(ef.engine_bytes(plan))["arena_zeroed"] == 256
+    plan.arena_zeroed = plan.arena_size + 1
+    with pytest.raises(ValueError, match="zeroed arena tail"):
+        ef.engine_bytes(plan)
+
+
 def test_manifest_is_readable_json(host_lib, plan_factory):
     make_plan = plan_factory
     data = ef.engine_bytes(make_plan(host_lib))

@@ -44,6 +44,74 @@ __device__ __forceinline__ float aotc_warp_max(float v) {
   return v;
 }
 
+// Split-K (aotc/kernels/split_k.py): each of a tile's `splits` blocks stores its partial
+// sums, then counts itself in at the tile's counter; the block that arrives last gets
+// true, resets the counter to 0 for the next launch (the runtime zeroes the counters
+// once, when it creates the context) and reads the others' partials with aotc_ld_cg.
+__device__ __forceinline__ bool aotc_split_last(unsigned int *counter, unsigned int splits) {
+  __shared__ unsigned int aotc_is_last;
+  __threadfence();                       // this thread's partials are visible device-wide
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    aotc_is_last = atomicAdd(counter, 1u) == splits - 1;
+    if (aotc_is_last) atomicExch(counter, 0u);
+  }
+  __syncthreads();
+  const bool last = aotc_is_last != 0;
+  if (last) __threadfence();
+  return last;
+}
+
+// The split-K handoff of one thread's accumulators (aotc/kernels/split_k.py), not inlined:
+// one copy per module serves every split kernel, which keeps NVRTC's time down.
+// acc[e] (e = i * nj + j) is the tile element (m_at(i), n_at(j)) where m_at(i) = m_base +
+// m_step * i, except that `mma` layouts (mma.sync fragments: e = (i*4 + j/2)*4 + r) put
+// rows i and i+8 and cols j and j+1 in one fragment. `part` offsets the batch entry into
+// a slice, `mine` is this split's slice. Returns false in every block but the tile's last,
+// whose acc then holds the partials' sum in split order. Loads bypass L1: other blocks
+// wrote the partials during this launch.
+__device__ __noinline__ bool aotc_split_handoff(float *acc, bool mma, int m_base, int n_base, float *ws,
+                                                long long slice, long long mine, long long part, int splits,
+                                                unsigned int *counter, int M, int N) {
+  const int count = mma ? 32 : 16;
+  for (int e = 0; e < count; ++e) {
+    int m, n;
+    if (mma) {      // acc[i][j][r]: i < 2, j < 4, r < 4
+      const int i = e >> 4, j = (e >> 2) & 3, r = e & 3;
+      m = m_base + 16 * i + (r >= 2 ? 8 : 0);
+      n = n_base + 8 * j + (r & 1);
+    } else {        // acc[i][j]: i, j < 4
+      m = m_base + 16 * (e >> 2);
+      n = n_base + 16 * (e & 3);
+    }
+    if (m < M && n < N) ws[mine + part + (long long)m * N + n] = acc[e];
+  }
+  if (!aotc_split_last(counter, (unsigned int)splits)) return false;
+  for (int e = 0; e < count; ++e) {
+    int m, n;
+    if (mma) {
+      const int i = e >> 4, j = (e >> 2) & 3, r = e & 3;
+      m = m_base + 16 * i + (r >= 2 ? 8 : 0);
+      n = n_base + 8 * j + (r & 1);
+    } else {
+      m = m_base + 16 * (e >> 2);
+      n = n_base + 16 * (e & 3);
+    }
+    if (m >= M || n >= N) continue;
+    const float *p = ws + part + (long long)m * N + n;
+    float s = 0.0f;
+    for (int q = 0; q < splits; ++q) {
+#if defined(AOTC_HOST_EMU)
+      s += p[q * slice];
+#else
+      s += __ldcg(p + q * slice);
+#endif
+    }
+    acc[e] = s;
+  }
+  return true;
+}
+
 // f32 -> tf32 (10 mantissa bits) as the tensor cores see it; the value stays a float
 // with the low 13 bits clear. Ops with precision='tf32' round their operands with it.
 __device__ __forceinline__ float aotc_tf32(float x) {

@@ -51,6 +51,7 @@
 #define __shared__ static thread_local
 #define __constant__ static
 #define __launch_bounds__(...)
+#define __noinline__ __attribute__((noinline))
 #define __grid_constant__
 
 #include <setjmp.h>

@@ -5,12 +5,14 @@
 // is fetched into registers while the current one is multiplied, so there is
 // one barrier per K tile. Operand loads run the region's prologue (transposes,
 // broadcasts, reshapes) as index math; the epilogue (bias, activation,
-// residual) runs on the accumulators before the single store.
+// residual) runs on the accumulators before the single store. Split-K launches
+// (aotc/kernels/split_k.py) sum one K range per block; the tile's last block adds
+// the partials in a fixed order and runs the epilogue.
 extern "C" __global__ void __launch_bounds__(256) ${name}(${params}) {
   __shared__ float As[2][16][64 + 4];   // As[buf][k][m]
   __shared__ float Bs[2][16][64 + 4];   // Bs[buf][k][n]
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-  const ${idx_t} b = blockIdx.z;
+  const ${idx_t} b = ${b_index};
   const ${idx_t} m0 = (${idx_t})blockIdx.y * 64, n0 = (${idx_t})blockIdx.x * 64;
 ${row_stats}
   float acc[4][4];
@@ -24,11 +26,12 @@ ${row_stats}
   // Software pipeline with one fetch site (half the code to compile): step kt fetches tile kt
   // into registers, multiplies tile kt-1 from shared memory while those loads are in flight,
   // then stores tile kt into the other buffer. One barrier per step.
-  const ${idx_t} tiles = (${k} + 15) / 16;
+  const ${idx_t} kbeg = ${k_begin};
+  const ${idx_t} tiles = (${k_end} - kbeg + 15) / 16;
   int cur = 0;
   for (${idx_t} kt = 0; kt <= tiles; ++kt) {
     if (kt < tiles) {
-      const ${idx_t} k0 = kt * 16;
+      const ${idx_t} k0 = kbeg + kt * 16;
 ${fetch}
     }
     if (kt > 0) {
@@ -56,6 +59,7 @@ ${fetch}
     __syncthreads();
     cur ^= 1;
   }
+${split_fixup}
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
 #pragma unroll

@@ -69,6 +69,7 @@ struct aotc_engine_s {
   uint32_t max_launch_args;
   char aotc_version[16]; /* validated "MAJOR.MINOR.PATCH[suffix]" */
   uint64_t arena_size, weights_size;
+  uint32_t arena_zeroed; /* the arena's last arena_zeroed bytes start zero (split-K counters) */
   aotc_tensor_t *tensors; /* inputs, then outputs */
   const char **kernel_names;
   aotc_launch_t *launches;

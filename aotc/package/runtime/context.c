@@ -68,6 +68,8 @@ aotc_status_t aotc_context_create_with_options(aotc_engine_t *engine, aotc_devic
       st = aotc_make_status(AOTC_STATUS_RESOURCE_EXHAUSTED,
                             "cannot allocate a %llu-byte activation arena",
                             (unsigned long long)engine->arena_size);
+    } else if (engine->arena_zeroed) {
+      memset((uint8_t *)x->arena + (engine->arena_size - engine->arena_zeroed), 0, engine->arena_zeroed);
     }
   }
   if (st) {

@@ -61,6 +61,7 @@ static struct {
   CUresult (*FuncSetAttribute)(CUfunction, int, int);
   CUresult (*MemAlloc)(CUdeviceptr *, size_t);
   CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
   CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
   CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
   CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
@@ -104,6 +105,7 @@ static void cu_load(void) {
       {(void **)&cu.FuncSetAttribute, "cuFuncSetAttribute", NULL},
       {(void **)&cu.MemAlloc, "cuMemAlloc_v2", "cuMemAlloc"},
       {(void **)&cu.MemFree, "cuMemFree_v2", "cuMemFree"},
+      {(void **)&cu.MemsetD8, "cuMemsetD8_v2", "cuMemsetD8"},
       {(void **)&cu.MemcpyHtoD, "cuMemcpyHtoD_v2", "cuMemcpyHtoD"},
       {(void **)&cu.MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync"},
       {(void **)&cu.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoHAsync"},
@@ -398,6 +400,11 @@ aotc_status_t aotc_cuda_context_init(aotc_context_t *x) {
     uint64_t sz = x->engine->arena_size ? x->engine->arena_size : AOTC_ALIGN;
     r = cu.MemAlloc(&arena, (size_t)sz); /* cuMemAlloc is 256-byte aligned */
     if (r != 0) st = cu_error(r, "cuMemAlloc(arena)");
+    else if (x->engine->arena_zeroed) { /* split-K tile counters: zero once, kernels keep them zero */
+      r = cu.MemsetD8(arena + (x->engine->arena_size - x->engine->arena_zeroed), 0,
+                      (size_t)x->engine->arena_zeroed);
+      if (r != 0) st = cu_error(r, "cuMemsetD8(arena counters)");
+    }
   }
   x->stream = stream;
   x->arena = (void *)(uintptr_t)arena;

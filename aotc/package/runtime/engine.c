@@ -12,8 +12,9 @@
  *                u64 offset | u64 size | u32 crc32 | u32 reserved(0)
  *   PLAN section:
  *     header (48): u32 input_count, output_count, dim_count, kernel_count,
- *                  launch_count, arg_count, strtab_size, reserved(0);
- *                  u64 arena_size, weights_size
+ *                  launch_count, arg_count, strtab_size, arena_zeroed;
+ *                  u64 arena_size, weights_size   (arena_zeroed <= arena_size: the
+ *                  arena's tail that each context zeroes once, split-K counters)
  *     tensor (16) x (inputs + outputs): u32 name_off, name_len |
  *                  u8 dtype | u8 rank | u16 reserved(0) | u32 dims_start
  *     u64 dims[dim_count]
@@ -193,9 +194,13 @@ static aotc_status_t parse_plan(aotc_engine_t *e) {
   /* Every count is < 2^32 and every row < 64 bytes: the sum cannot overflow. */
   uint64_t want = 48 + 16 * ((uint64_t)ni + no) + 8ull * nd + 8ull * nk + 40ull * nl +
                   16ull * na + ns;
-  if (want != size || rd32(p + 28) != 0)
+  if (want != size)
     return DATA_LOSS("PLAN section is %llu bytes, its counts need %llu",
                      (unsigned long long)size, (unsigned long long)want);
+  e->arena_zeroed = rd32(p + 28);
+  if (e->arena_zeroed > e->arena_size)
+    return DATA_LOSS("PLAN zeroed arena tail %u exceeds the arena size %llu", e->arena_zeroed,
+                     (unsigned long long)e->arena_size);
   if (e->weights_size != e->weights->size)
     return DATA_LOSS("PLAN weights size %llu != WEIGHTS section size %llu",
                      (unsigned long long)e->weights_size, (unsigned long long)e->weights->size);

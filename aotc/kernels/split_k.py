@@ -1,0 +1,75 @@
+"""Split-K for GEMMs and implicit-GEMM convs that would leave most of the GPU idle.
+
+At batch 1 a GEMM often has fewer 64x64 output tiles than the GPU has SMs
+(ResNet-50's last 3x3 convs: 8 tiles for K = 4608; BERT's output projections:
+24), so most SMs sit idle while a few blocks walk the whole K loop. Split-K
+gives each tile S blocks, each summing one K range, and S times as many blocks
+run at once.
+
+The partial sums meet without a second kernel and without atomics on data:
+each block writes its partial tile to an f32 workspace in the arena, then
+counts itself in at the tile's counter (aotc_split_last, aotc_prelude.cuh).
+The block that arrives last adds the S partials in split order, so the result
+does not depend on which block finishes last, and runs the region's epilogue.
+The counters live in a zeroed tail of the arena: the runtime zeroes it when it
+creates a context and every tile's last block sets its counter back to 0.
+
+S is the largest split that keeps the launch within one wave (S * tiles <=
+SMs: a second, partly empty wave would cost what the split saved), each split
+keeping >= 8 K tiles. The workspace is capped at 8 MiB, so it stays in L2 (50
+MiB on an H100/H200): partials are written and read back within the launch,
+and the modelled HBM bytes do not count them (Kernel.workspace reports them).
+"""
+from __future__ import annotations
+
+import math
+
+TARGET_SMS = 132         # H200 / H100 SXM; an A100 (108) is filled by the same split
+MAX_SPLITS = 16
+MIN_SPLIT_K = 128        # each block still runs >= 8 K tiles of 16
+MAX_WORKSPACE = 8 << 20  # bytes of f32 partials per launch
+GEMM_TEMPLATES = ("dot", "dot_mma", "dot_tf32")
+
+# Each template's accumulators: loop nest over them, the element, and the row/col of element 0.
+_LAYOUT = {
+    "dot": ("for (int i = 0; i < 4; ++i) for (int j = 0; j < 4; ++j)", "acc[i][j]", "m0 + ty", "n0 + tx"),
+    "mma": ("for (int i = 0; i < 2; ++i) for (int j = 0; j < 4; ++j) for (int r = 0; r < 4; ++r)",
+            "acc[i][j][r]", "m0 + wm + g", "n0 + wn + 2 * t"),
+}
+
+
+def choose_splits(batch: int, m: int, n: int, k: int) -> tuple[int, int]:
+    """(splits, K per split, a multiple of 16); (1, k) when the launch already fills the GPU."""
+    tiles = batch * math.ceil(m / 64) * math.ceil(n / 64)
+    if 2 * tiles >= TARGET_SMS:
+        return 1, k
+    splits = min(MAX_SPLITS, TARGET_SMS // tiles, k // MIN_SPLIT_K, 65535 // batch,
+                 MAX_WORKSPACE // (4 * batch * m * n))
+    if splits < 2:
+        return 1, k
+    per = math.ceil(k / splits / 16) * 16
+    return math.ceil(k / per), per
+
+
+def split_slots(kind: str, batch: int, m: int, n: int, k: int, idx_t: str, enabled: bool = True):
+    """(template slots, splits, K per split) for a GEMM template with this geometry."""
+    splits, per = choose_splits(batch, m, n, k) if enabled else (1, k)
+    if splits == 1:
+        return dict(b_index="blockIdx.z", k_begin="0", k_end=str(k), split_fixup=""), 1, k
+    begin = f"({idx_t})(blockIdx.z % {splits}) * {per}"
+    mma = kind != "dot"
+    loops, elt, row, col = _LAYOUT["mma" if mma else "dot"]
+    fixup = f"""  {{   // split-K: partial tile -> workspace; the tile's last block sums the {splits} partials in order
+    float aotc_acc[{32 if mma else 16}];
+    int e = 0;
+    {loops} aotc_acc[e++] = {elt};
+    const long long aotc_tile = ((long long)b * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    if (!aotc_split_handoff(aotc_acc, {"true" if mma else "false"}, {row}, {col}, aotc_ws, {batch * m * n}LL,
+                            (long long)(blockIdx.z % {splits}) * {batch * m * n}LL, (long long)b * {m * n}LL,
+                            {splits}, aotc_sem + aotc_tile, {m}, {n})) return;
+    e = 0;
+    {loops} {elt} = aotc_acc[e++];
+  }}"""
+    slots = dict(b_index=f"blockIdx.z / {splits}", k_begin=begin,
+                 k_end=f"({begin} + {per} < {k} ? {begin} + {per} : {k})", split_fixup=fixup)
+    return slots, splits, per
