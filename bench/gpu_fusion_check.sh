@@ -4,7 +4,8 @@
 # vs --device cpu vs onnxruntime in fp32, tf32 and fp16 (implicit-GEMM and depthwise
 # conv, tf32 and f16 mma, flash attention all on the real chip), then the kernel
 # benchmark (GEMM, conv, attention, elementwise vs torch / onnxruntime-cuda where
-# installed), then split-K on/off timed side by side for ResNet-50, BERT-base, ViT-B/16. Exits non-zero if any engine disagrees beyond bench/gpu_check.py's TOLERANCE.
+# installed), then split-K on/off timed side by side for ResNet-50, BERT-base, ViT-B/16.
+# Exits non-zero if any engine disagrees beyond bench/gpu_check.py's TOLERANCE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
