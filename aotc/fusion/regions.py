@@ -254,10 +254,26 @@ def norm_prologue(anchor: Node, users, producer, outputs) -> tuple[set[Node], st
     # cost: each GEMM block re-reads its rows once per reduction phase (from L2). Keep that within
     # what its main loop reads anyway (A and B tiles): LayerNorm (2 phases over x) and RMSNorm
     # qualify; a norm over a sum of tensors (add + residual + norm) stays a row kernel.
-    full = [v for v in _region_inputs(sub) if v.shape == lhs.shape]
-    if len(full) * len(reduces) > 2:
-        return set(), why + f"{len(reduces)} row passes over {len(full)} tensors cost more than the tile loads"
+    reads = sum(len(_full_reads(r.inputs[0], sub.nodes, producer, lhs.shape)) for r in reduces)
+    if reads > 2:
+        return set(), why + f"its {len(reduces)} row passes read {reads} row tensors, more than the tile loads"
     return set(sub.nodes), ""
+
+
+def _full_reads(v: Value, nodes, producer, shape) -> set[Value]:
+    """The materialized tensors of `shape` that computing `v` inside `nodes` reads."""
+    inside, seen, out, work = set(nodes), set(), set(), [v]
+    while work:
+        u = work.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        p = producer.get(u)
+        if p in inside:
+            work.extend(p.inputs)
+        elif u.shape == shape:
+            out.add(u)
+    return out
 
 
 def _norm_layout_ok(dot: Node) -> bool:

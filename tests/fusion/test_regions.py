@@ -204,7 +204,7 @@ def test_layernorm_feeding_gemms_is_recomputed_in_their_prologues():
     assert all(not any(v.shape == x.shape and v is not x for v in r.inputs) for r in regions)  # no normalized tensor
 
 
-@pytest.mark.parametrize("case,why", [("residual", "also feeds add"), ("sum", "row passes over 2 tensors"),
+@pytest.mark.parametrize("case,why", [("residual", "also feeds add"), ("sum", "read 4 row tensors"),
                                       ("batched", "also feeds reshape")])
 def test_layernorm_stays_a_row_kernel_when_it_must(case, why):
     from tests.helpers.norms import layer_norm, matmul
