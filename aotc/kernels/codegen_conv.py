@@ -90,14 +90,29 @@ def generate_implicit_gemm(b: _Builder) -> Kernel:
     return b.finish("dot", slots, grid, (256, 1, 1))
 
 
-def _depthwise_tile(kshape, strides, dils, tc):
-    """The largest output tile (th, tw) <= 8x8 whose input patch and filters fit the smem budget."""
+def _depthwise_tiles(kshape, strides, dils, tc):
+    """Output tiles (th, tw, ih, iw) <= 8x8 whose input patch and filters fit the smem budget, largest first."""
     for th, tw in ((8, 8), (4, 8), (4, 4), (2, 4), (2, 2), (1, 2), (1, 1)):
         ih = (th - 1) * strides[0] + (kshape[0] - 1) * dils[0] + 1
         iw = (tw - 1) * strides[1] + (kshape[1] - 1) * dils[1] + 1
         if (ih * iw + kshape[0] * kshape[1]) * tc * 4 <= DW_SMEM_LIMIT:
-            return th, tw, ih, iw
-    return None
+            yield th, tw, ih, iw
+
+
+def _depthwise_tile(kshape, strides, dils, tc, out_shape=None):
+    """The tile to use (None if none fits): the largest that still gives half the GPU's SMs a
+    block (batch-1 late stages: 7x7x960 makes 30 blocks of 8x8 but 120 of 4x4), going no
+    smaller than 2x4 for that (8 pixels x 32 channels keep all 256 threads busy)."""
+    from aotc.kernels.split_k import TARGET_SMS
+    tiles = list(_depthwise_tiles(kshape, strides, dils, tc))
+    busy = [t for t in tiles if t[0] * t[1] >= 8]
+    if not busy or out_shape is None:
+        return tiles[0] if tiles else None
+    n, oh, ow, chans = out_shape
+    for t in busy:
+        if 2 * n * math.ceil(oh / t[0]) * math.ceil(ow / t[1]) * math.ceil(chans / tc) >= TARGET_SMS:
+            return t
+    return busy[-1]
 
 
 def depthwise_node_fits(conv) -> bool:
@@ -130,7 +145,7 @@ def generate_depthwise(b: _Builder) -> Kernel:
     n_img, oh_n, ow_n, chans = out.shape
     kh, kw = w.shape[1:3]
     tc = min(DW_CHANNELS, 1 << max(0, (chans - 1).bit_length()))
-    th, tw, ih, iw = _depthwise_tile((kh, kw), a["strides"], a["dilations"], tc)
+    th, tw, ih, iw = _depthwise_tile((kh, kw), a["strides"], a["dilations"], tc, out.shape)
     (ph, _), (pw, _) = a["padding"]
     sh, sw = a["strides"]
     dh, dw = a["dilations"]

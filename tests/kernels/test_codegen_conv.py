@@ -85,6 +85,18 @@ def test_depthwise_conv(chans, h, w, k, strides, pads, dil):
     assert kern.name.startswith("aotc_depthwise_")
 
 
+@pytest.mark.parametrize("shape,tile", [((1, 72, 72, 64), (8, 8)),    # 162 blocks of 8x8: the largest tile
+                                        ((1, 7, 7, 960), (4, 4)),      # 30 blocks of 8x8 would idle the GPU
+                                        ((1, 3, 5, 32), (2, 4))])      # never below 8 pixels a block
+def test_depthwise_tile_shrinks_until_half_the_sms_have_a_block(shape, tile):
+    rng, seed = fresh_rng()
+    n, h, w, c = shape
+    graph, ins = _conv_graph(rng, shape, (c, 3, 3, 1), (1, 1), ((1, 1), (1, 1)), (1, 1), c)
+    (kern,) = check(graph, ins, seed, rtol=1e-4, atol=1e-5, kinds=["conv"])
+    assert kern.name.startswith("aotc_depthwise_")
+    assert kern.grid[0] == -(-h // tile[0]) * -(-w // tile[1]), kern.grid
+
+
 def test_depthwise_f16_with_fused_prologue():
     """The depthwise input loads run the region's prologue (here an NCHW->NHWC transpose and a scale)."""
     rng, seed = fresh_rng()
