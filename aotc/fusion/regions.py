@@ -54,6 +54,7 @@ class Region:
     inputs: list[Value] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     attention: object = None        # AttentionMatch for kind "attention"
+    gated: int = 0                  # F of a gated epilogue (act(D[..., :F]) * D[..., F:]), see _gated_anchor
 
     def describe(self) -> str:
         ops_list = "+".join(n.op for n in self.nodes) or "copy"
@@ -118,8 +119,11 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
     reasons: list[str] = []
     anchor = root if _is_anchor(root) else None
     epilogue: list[Node] = []
+    gated = 0
     if anchor is None:
         anchor, epilogue = _find_epilogue_anchor(root, users, producer, outputs, reasons)
+        if anchor is None:
+            anchor, epilogue, gated = _gated_anchor(root, users, producer, outputs)
         if anchor is not None:
             members.update(epilogue)
             members.add(anchor)
@@ -165,6 +169,7 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
                 changed = True
     kind = ANCHOR_KINDS[ops.category(anchor.op)] if anchor is not None else ("row" if row_reduces else "loop")
     region = Region(kind, root.outputs[0], list(members), anchor, epilogue, reasons=reasons)
+    region.gated = gated
     if match is not None:
         region.kind, region.attention = "attention", match
     return region
@@ -401,6 +406,69 @@ def _find_epilogue_anchor(root: Node, users, producer, outputs, reasons):
     # a chain node feeding the epilogue but not depending on the anchor must be
     # exclusive to the region; those are simply prologue members
     return anchor, epilogue
+
+
+def _gated_anchor(root: Node, users, producer, outputs):
+    """(dot, epilogue nodes, F) for a gated unit over one GEMM's two column halves, else (None, [], 0).
+
+    merge-dots turns LLaMA's gate and up projections into one GEMM D = x @ [Wg | Wu]
+    (N = 2F); SwiGLU then reads both halves: act(D[..., :F]) * D[..., F:]. The GEMM
+    kernel computes a tile's gate and up columns in the same thread (its B loads
+    interleave them, see kernels/codegen_gated.py), so the gated unit is its epilogue
+    and neither D nor the halves go through memory.
+    """
+    none = (None, [], 0)
+    shape = root.outputs[0].shape
+    if ops.category(root.op) != ops.ELEMENTWISE or not shape:
+        return none
+    chain, frontier, slices = {root}, [root], []
+    while frontier:                       # elementwise chain at the root's shape, down to the slices
+        node = frontier.pop()
+        for v in node.inputs:
+            p = producer.get(v)
+            if p is None or p in chain or v in outputs or not all(u in chain for u in users.get(v, [])):
+                continue
+            if p.op == "slice" and v.shape == shape:
+                slices.append(p)
+                chain.add(p)
+            elif ops.category(p.op) == ops.ELEMENTWISE and v.shape == shape:
+                chain.add(p)
+                frontier.append(p)
+    if len(slices) != 2 or slices[0].inputs[0] is not slices[1].inputs[0]:
+        return none
+    d = slices[0].inputs[0]
+    f = shape[-1]
+    if d.shape != shape[:-1] + (2 * f,) or d in outputs or len(users.get(d, [])) != 2:
+        return none
+    starts = sorted(tuple(sl.attrs["start"]) for sl in slices)
+    zero = (0,) * (len(shape) - 1)
+    if starts != [zero + (0,), zero + (f,)] or any(set(sl.attrs["stride"]) != {1} for sl in slices):
+        return none
+    pre, node = [], producer.get(d)         # elementwise at D's shape (a merged bias) back to the GEMM
+    while node is not None and ops.category(node.op) == ops.ELEMENTWISE:
+        inner = [v for v in node.inputs if v.shape == d.shape and producer.get(v) is not None
+                 and ops.category(producer[v].op) in (ops.ELEMENTWISE, ops.DOT)]
+        if len(inner) != 1 or len(users.get(node.outputs[0], [])) != (2 if not pre else 1):
+            return none
+        pre.append(node)
+        node = producer[inner[0]]
+    if node is None or node.op != "dot_general" or len(users.get(node.outputs[0], [])) != (1 if pre else 2):
+        return none
+    a = node.attrs
+    _, rf = ops.dot_free_dims(a, node.inputs[0].type.rank, node.inputs[1].type.rank)
+    if len(rf) != 1 or node.outputs[0] in outputs or any(v in outputs for n in pre for v in n.outputs):
+        return none
+    depends = {node, *pre, *slices}
+    epilogue = list(pre) + list(slices)
+    changed = True
+    while changed:
+        changed = False
+        for n in chain:
+            if n not in depends and any(producer.get(v) in depends for v in n.inputs):
+                depends.add(n)
+                epilogue.append(n)
+                changed = True
+    return node, epilogue, f
 
 
 def _region_inputs(region: Region) -> list[Value]:

@@ -18,6 +18,7 @@ from aotc.fusion.regions import Region
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Value
 from aotc.kernels import split_k
+from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
 from aotc.kernels.codegen_norm_prologue import norm_row_stats
 from aotc.kernels.emitter import Emitter, compute_type, linear, literal, store_expr
 
@@ -330,9 +331,16 @@ def _dot(b: _Builder) -> Kernel:
                                 overrides=norm if var == "A" else None)
 
     load_a = operand_load("A", lhs, lb, lf, lc, "am", "ak", mshape, kshape)
-    load_b = operand_load("B", rhs, rb, rc, rf, "bk", "bn", kshape, nshape)
+    if b.region.gated:             # SwiGLU-style epilogue over the two column halves
+        f = b.region.gated
+        N = gated_width(f)
+        load_b = gated_b_load(lambda flat: operand_load("B", rhs, rb, rc, rf, "bk", flat, kshape, nshape),
+                              "simt", f, b.idx_t, 4)
+        em = gated_epilogue(b, _unravel, "simt", bshape, mshape, f, indent=4)
+    else:
+        load_b = operand_load("B", rhs, rb, rc, rf, "bk", "bn", kshape, nshape)
+        em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=4)
     fetch = dot_fetch(b.idx_t, load_a, load_b, M, N, K)
-    em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=4)
     slots = dict(fetch=fetch, epilogue=em.text(), batch=B, m=M, n=N, k=K, row_stats=row_stats)
     return b.finish("dot", slots, (math.ceil(N / 64), math.ceil(M / 64), B), (256, 1, 1))
 

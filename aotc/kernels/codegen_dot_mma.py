@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 
 from aotc.ir import dtypes, ops
-from aotc.kernels.codegen import Kernel, _Builder, dot_epilogue, dot_operand_load
+from aotc.kernels.codegen import Kernel, _Builder, _unravel, dot_epilogue, dot_operand_load
+from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
 
 
 def generate_dot_mma(b: _Builder, geometry, row_stats: str = "", norm=None) -> Kernel:
@@ -23,9 +24,18 @@ def generate_dot_mma(b: _Builder, geometry, row_stats: str = "", norm=None) -> K
     lf, rf = ops.dot_free_dims(a, lhs.type.rank, rhs.type.rank)
     load_a = dot_operand_load(b, bshape, "A", lhs, a["lhs_batch"], lf, a["lhs_contract"], "am", "ak",
                               mshape, kshape, "a", indent=4, overrides=norm)
-    load_b = dot_operand_load(b, bshape, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, "bk", "bn",
-                              kshape, nshape, "bv", indent=4)
-    em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=5)
+    def load_b(flat):
+        return dot_operand_load(b, bshape, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, "bk", flat,
+                                kshape, nshape, "bv", indent=4)
+
+    if b.region.gated:             # SwiGLU-style epilogue over the two column halves
+        f = b.region.gated
+        N = gated_width(f)
+        load_b = gated_b_load(load_b, "mma", f, b.idx_t, 3)
+        em = gated_epilogue(b, _unravel, "mma", bshape, mshape, f, indent=5)
+    else:
+        load_b = load_b("bn")
+        em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=5)
     grid = (math.ceil(N / 64), math.ceil(M / 64), B)
     if lhs.dtype == dtypes.f32:            # precision='tf32'
         slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K,

@@ -161,7 +161,8 @@ class Emitter:
 
     members: nodes computed inside the kernel; params: external Value -> pointer
     name; consts: small constants inlined as literals; overrides: Value -> C
-    expression already computed (e.g. an anchor's accumulator).
+    expression already computed (e.g. an anchor's accumulator), or a function
+    of the index giving one (a gated epilogue's two accumulators).
     """
 
     def __init__(self, members, producer, params: dict[Value, str], consts: dict[Value, np.ndarray],
@@ -207,8 +208,9 @@ class Emitter:
     # -- values
     def value(self, v: Value, idx) -> str:
         idx = tuple(str(i) for i in idx)
-        if v in self.overrides:
-            return self.overrides[v]
+        if v in self.overrides:           # a C expression, or a function of the index
+            o = self.overrides[v]
+            return o(idx) if callable(o) else o
         if v in self.consts and v.type.size == 1:
             return literal(self.consts[v].reshape(-1)[0], v.dtype)
         key = (v, idx)

@@ -229,3 +229,19 @@ def test_layernorm_stays_a_row_kernel_when_it_must(case, why):
     dot = next(r for r in regions if r.kind == "dot")
     assert not any(n.op == "reduce" for n in dot.nodes)
     assert any(why in reason for reason in dot.reasons), dot.reasons
+
+
+def test_gated_unit_over_a_gemms_halves_is_its_epilogue():
+    """silu(D[:, :F]) * D[:, F:] (merge-dots' LLaMA MLP) is one dot region; other column splits are not."""
+    from tests.kernels.test_codegen_gated import gated_mlp
+    graph, _ = gated_mlp(4, 8, 6, bias=True)
+    regions = partition(graph)
+    check_partition(graph, regions)
+    assert kinds(regions) == ["dot"] and regions[0].gated == 6
+    b = GraphBuilder()
+    x, w = b.input("x", (4, 8)), b.input("w", (8, 12))
+    d = b.add("dot_general", x, w, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
+    g = b.add("slice", d, start=(0, 0), limit=(4, 5), stride=(1, 1))          # not the halves
+    u = b.add("slice", d, start=(0, 6), limit=(4, 11), stride=(1, 1))
+    graph = b.build([b.add("mul", g, u)])
+    assert sorted(kinds(partition(graph))) == ["dot", "loop"]
