@@ -128,8 +128,9 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
             members.update(epilogue)
             members.add(anchor)
     # absorb prologue producers. A gemm/conv operand is loaded many times per
-    # element, so only index math (injective ops) joins its prologue; compute
-    # stays with the producer, where it can be that region's epilogue.
+    # element, so only index math (injective ops) and casts (fp16 engines' input
+    # convert) join its prologue; compute stays with the producer, where it can
+    # be that region's epilogue.
     heavy = anchor is not None and ops.category(anchor.op) in (ops.DOT, ops.CONV) and not staged_depthwise(anchor)
     match = (attention or {}).get(anchor)
     if match is not None:
@@ -187,7 +188,7 @@ def _absorb_refusal(p: Node, v: Value, restricted: bool, anchor, allow_rows: boo
         return f"reduce '{p.name}' not fused into a row kernel: shape, axes or users differ"
     if cat not in _FUSIBLE:
         return f"{p.op} '{p.name}' not fused: {cat} ops anchor their own region"
-    if restricted and cat not in _DUPLICABLE:
+    if restricted and cat not in _DUPLICABLE and p.op != "convert":   # a cast costs what the load does
         return f"{p.op} '{p.name}' not fused: compute in a gemm/conv prologue"
     if v in outputs:
         return f"{p.op} '{p.name}' not fused: graph output"

@@ -70,6 +70,18 @@ def test_gemm_prologue_takes_index_math_but_not_compute():
     assert {n.op for n in regions[1].nodes} == {"transpose", "dot_general"}
 
 
+def test_gemm_prologue_takes_a_cast():
+    """An fp16 engine's f32 input converts inside the first GEMM/conv's loads, not in a kernel of its own."""
+    b = GraphBuilder()
+    x, w = b.input("x", (4, 8)), b.input("w", (8, 5), "f16")
+    d = b.add("dot_general", b.add("convert", x, dtype="f16"), w, lhs_batch=(), rhs_batch=(), lhs_contract=(1,),
+              rhs_contract=(0,))
+    g = b.build([d])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["dot"] and regions[0].inputs == [x, w]
+
+
 def test_reduction_takes_elementwise_prologue():
     b = GraphBuilder()
     x = b.input("x", (4, 8))
