@@ -4,7 +4,8 @@ Run on a machine with an NVIDIA GPU (see bench/gpu_check.sh). Prints one
 table row per model: max relative difference cuda vs cpu, cuda vs
 onnxruntime, and the median cuda latency over 20 runs, for each precision
 (fp32, tf32, fp16 by default; `python bench/gpu_check.py fp32,tf32` to choose;
-`--models real` for ResNet-50, MobileNetV2, BERT-base, GPT-2 small, ViT-B/16).
+`--models real` for ResNet-50, MobileNetV2, BERT-base, GPT-2 small, ViT-B/16;
+`--models zoo` for the exporter-style zoo: LLaMA, EfficientNet, UNet, YOLO, Whisper, T5).
 Exits non-zero if any model disagrees beyond TOLERANCE (the GPU uses fast-math
 intrinsics).
 """
@@ -70,8 +71,9 @@ if __name__ == "__main__":
     import argparse
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("precisions", nargs="?", default=",".join(TOLERANCE))
-    ap.add_argument("--models", choices=["small", "real", "all"], default="small",
-                    help="the e2e test models, the five full-size architectures, or both")
+    ap.add_argument("--models", choices=["small", "real", "zoo", "all"], default="small",
+                    help="the e2e test models, the five full-size architectures, the exporter-style zoo "
+                         "(LLaMA with norm prologues, gated MLP, RoPE attention; EfficientNet, UNet...), or all")
     ap.add_argument("--no-cpu", action="store_true",
                     help="skip the cpu-device run (full-size models take ~30 s each on the host emulation)")
     args = ap.parse_args()
@@ -81,4 +83,11 @@ if __name__ == "__main__":
     if args.models in ("real", "all"):
         from tests.e2e.real_models import REAL_MODELS
         chosen.update(REAL_MODELS)
+    if args.models in ("zoo", "all"):
+        from tests.e2e.zoo_models import ZOO_MODELS
+
+        def fixed(build):           # zoo builders return a feed maker; static shapes only
+            model, make_feeds = build()
+            return model, make_feeds(np.random.default_rng(0))
+        chosen.update({n: (lambda b=b: fixed(b)) for n, b in ZOO_MODELS.items() if "dynamic" not in n})
     sys.exit(main(args.precisions.split(","), chosen, with_cpu=not args.no_cpu))

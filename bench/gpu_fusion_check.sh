@@ -13,6 +13,7 @@ python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . 2>/dev/
   || echo "(editable install unavailable: the binding builds the runtime with cc on first use)"
 status=0
 python3 bench/gpu_check.py fp32,tf32,fp16 --models small || status=1
+python3 bench/gpu_check.py fp32,fp16 --models zoo || status=1
 python3 bench/gpu_check.py fp32,tf32,fp16 --models real --no-cpu || status=1
 python3 bench/gpu_kernels.py --precisions fp32,tf32,fp16 || status=1
 python3 bench/gpu_split_k.py --precisions fp32,fp16 || status=1
