@@ -20,6 +20,7 @@ from aotc.ir.graph import Graph, Value
 from aotc.kernels import split_k
 from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
 from aotc.kernels.codegen_norm_prologue import norm_row_stats
+from aotc.kernels.codegen_vector import vector_loop
 from aotc.kernels.emitter import Emitter, compute_type, linear, literal, store_expr
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -167,8 +168,10 @@ def _loop(b: _Builder) -> Kernel:
     idx = _unravel(em, "i", root.shape, "o")
     b.store_root(em, idx)
     block = LOOP_BLOCK
-    return b.finish("loop", dict(body=em.text(), total=total, block=block),
-                    _grid_1d(total, block), (block, 1, 1))
+    vector, start = vector_loop(b, _unravel)
+    threads = total // (16 // root.dtype.itemsize) if vector else total
+    return b.finish("loop", dict(body=em.text(), total=total, block=block, vector=vector, scalar_start=start),
+                    _grid_1d(threads, block), (block, 1, 1))
 
 
 def _row(b: _Builder) -> Kernel:

@@ -112,6 +112,12 @@ __device__ __noinline__ bool aotc_split_handoff(float *acc, bool mma, int m_base
   return true;
 }
 
+// 16 bytes of T, as one vector load/store (loop kernels, see codegen_vector.py).
+template <class T>
+struct __align__(16) aotc_vec16 {
+  T v[16 / sizeof(T)];
+};
+
 // f32 -> tf32 (10 mantissa bits) as the tensor cores see it; the value stays a float
 // with the low 13 bits clear. Ops with precision='tf32' round their operands with it.
 __device__ __forceinline__ float aotc_tf32(float x) {

@@ -1,0 +1,93 @@
+"""16-byte vector accesses for loop regions: each thread computes VEC consecutive outputs.
+
+A loop kernel moves bytes and does little else, so its memory instructions are
+the cost: one 16-byte load or store moves 4 f32 (8 f16/bf16) elements where a
+scalar access moves one. The vector path stores the root as 16-byte vectors and
+loads as vectors the *direct* inputs: those with the root's shape and item size
+that reach the root through elementwise ops only, so element i of the output
+reads element i of them. Other inputs (broadcasts, transposes, gathers) keep
+scalar loads through the emitter's index math. Pointers are checked for 16-byte
+alignment at run time (the caller's output buffers may not be aligned); an
+unaligned launch and the tail (total % VEC) take the scalar loop.
+"""
+from __future__ import annotations
+
+from aotc.ir import ops
+from aotc.ir.graph import Value
+
+MIN_ELEMENTS = 4096      # smaller loops gain nothing and would only grow the source
+
+
+def _direct_params(b, root: Value) -> list[Value]:
+    """Params whose every use inside the region is elementwise at the root's shape."""
+    members = set(b.region.nodes)
+    out = []
+    for v in b.params:
+        if v.shape != root.shape or v.dtype.itemsize != root.dtype.itemsize:
+            continue
+        ok, frontier, seen = True, [v], set()
+        while frontier and ok:
+            u = frontier.pop()
+            for n in b.region.nodes:
+                if u not in n.inputs or n in seen:
+                    continue
+                seen.add(n)
+                ok = n in members and ops.category(n.op) == ops.ELEMENTWISE and n.outputs[0].shape == root.shape
+                frontier.extend(n.outputs)
+        if ok:
+            out.append(v)
+    return out
+
+
+def _element(v: Value, vec: str, e: int) -> str:
+    from aotc.ir import dtypes
+    if v.dtype == dtypes.f16:
+        return f"__half2float({vec}.v[{e}])"
+    if v.dtype == dtypes.bf16:
+        return f"__bfloat162float({vec}.v[{e}])"
+    return f"{vec}.v[{e}]"
+
+
+def vector_loop(b, unravel) -> tuple[str, str]:
+    """(code of the vector loop, first element the scalar loop handles); ("", "0") when not worth it."""
+    root = b.region.root
+    size = root.dtype.itemsize
+    total = root.type.size
+    if size not in (2, 4) or total < MIN_ELEMENTS or not b.region.nodes:
+        return "", "0"
+    vec = 16 // size
+    direct = _direct_params(b, root)
+    ptrs = ["out"] + [b.param_names[v] for v in direct]
+    aligned = " | ".join(f"(unsigned long long)(const void *){p}" for p in ptrs)
+    c = root.dtype.c
+    em = b.emitter(indent=2)
+    for v in direct:
+        p = b.param_names[v]
+        em.emit(f"const aotc_vec16<{v.dtype.c}> {p}v = reinterpret_cast<const aotc_vec16<{v.dtype.c}> *>({p})[q];")
+    em.emit(f"aotc_vec16<{c}> res;")
+    for e in range(vec):
+        em.open(f"/* element {e} */")
+        for v in direct:
+            em.overrides[v] = _element(v, f"{b.param_names[v]}v", e)
+        em.emit(f"const {b.idx_t} i = q * {vec} + {e};")
+        idx = unravel(em, "i", root.shape, f"o{e}_")
+        val = em.value(root, idx)
+        em.emit(f"res.v[{e}] = {_store(root, val)};")
+        em.close()
+    em.emit(f"reinterpret_cast<aotc_vec16<{c}> *>(out)[q] = res;")
+    code = "\n".join([
+        f"  const {b.idx_t} nvec = (({aligned}) & 15) == 0 ? {total // vec} : 0;   // 16-byte aligned: vectors",
+        f"  for ({b.idx_t} q = ({b.idx_t})blockIdx.x * blockDim.x + threadIdx.x; q < nvec;",
+        f"       q += ({b.idx_t})gridDim.x * blockDim.x) {{",
+        em.text(),
+        "  }"])
+    return code, f"nvec * {vec}"
+
+
+def _store(root: Value, val: str) -> str:
+    from aotc.ir import dtypes
+    if root.dtype == dtypes.f16:
+        return f"__float2half({val})"
+    if root.dtype == dtypes.bf16:
+        return f"__float2bfloat16({val})"
+    return f"({root.dtype.c})({val})"
