@@ -85,7 +85,7 @@ class Rewriter:
         return out
 
     def constant(self, array: np.ndarray, hint: str, dtype: DType) -> Value:
-        a = np.array(array, dtype=dtype.np, order="C")
+        a = np.asarray(array, dtype=dtype.np, order="C")     # constants are never mutated: no copy needed
         v = Value(self.fresh(hint), TensorType(tuple(a.shape), dtype))
         self.constants[v] = a
         self.changed = True
