@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
@@ -43,6 +43,11 @@ class Kernel:
     splits: int = 1                # split-K: extra params (f32 workspace, tile counters) follow `out`
     workspace: int = 0             # bytes of that workspace
     counters: int = 0              # tile counters (u32) it uses in the arena's zeroed tail
+    views: dict = field(default_factory=dict)   # param -> (input it is a contiguous slice of, byte offset)
+
+    def sources(self) -> list[Value]:
+        """The materialized values the kernel reads (a view's source in its place)."""
+        return [self.views[v][0] if v in self.views else v for v in self.params[:-1]]
 
     @property
     def uses_fp16(self) -> bool:
@@ -87,11 +92,27 @@ class _Builder:
         self.producer = producer
         self.idx_t = _idx_t(region)
         small = {v for v in region.inputs if v in graph.constants and v.type.size == 1}
-        self.params = [v for v in region.inputs if v not in small]
+        params = [v for v in region.inputs if v not in small]
+        # a contiguous slice of an input is read through a pointer to its first element (a view),
+        # so kernels that differ only in the slice offset (an RNN's steps) are one kernel
+        self.views: dict[Value, tuple[Value, int]] = {}
+        viewed = set()
+        for n in region.nodes:
+            off = contiguous_slice_offset(n) if n is not region.anchor and n.op == "slice" and n.inputs[0] in params \
+                else None
+            if off is not None:
+                self.views[n.outputs[0]] = (n.inputs[0], off)
+                viewed.add(n)
+        still_read = {v for n in region.nodes if n not in viewed for v in n.inputs} | {region.root}
+        self.params = []
+        for v in params:
+            if v in still_read:
+                self.params.append(v)
+            self.params += [w for w, (src, _) in self.views.items() if src is v]
         self.param_names = {v: f"p{i}" for i, v in enumerate(self.params)}
         self.consts = {v: graph.constants[v] for v in small}
         anchor = region.anchor
-        self.members = [n for n in region.nodes if n is not anchor]
+        self.members = [n for n in region.nodes if n is not anchor and n not in viewed]
 
     def emitter(self, indent: int, overrides=None) -> Emitter:
         return Emitter(self.members, self.producer, self.param_names, self.consts,
@@ -130,7 +151,26 @@ class _Builder:
                     for n in region.nodes)
         return Kernel(name, text, self.params + [region.root], tuple(grid), tuple(block), smem,
                       region, nbytes, flops, splits, extra,
-                      grid[0] * grid[1] * grid[2] // splits if splits > 1 else 0)
+                      grid[0] * grid[1] * grid[2] // splits if splits > 1 else 0, dict(self.views))
+
+
+def contiguous_slice_offset(n) -> int | None:
+    """Byte offset of a unit-stride slice that is one contiguous run of its input, else None.
+
+    Contiguous: the first dim it narrows is preceded by dims of extent 1 in the
+    result and followed by full dims (an RNN step x[t], rows [a:b] of a matrix).
+    """
+    if n.op != "slice" or any(k != 1 for k in n.attrs["stride"]):
+        return None
+    src, out = n.inputs[0].shape, n.outputs[0].shape
+    d = next((i for i in range(len(src)) if out[i] != src[i]), None)
+    if d is None or any(out[i] != 1 for i in range(d)) or any(out[i] != src[i] for i in range(d + 1, len(src))):
+        return None
+    offset, stride = 0, 1
+    for i in reversed(range(len(src))):
+        offset += n.attrs["start"][i] * stride
+        stride *= src[i]
+    return offset * n.inputs[0].dtype.itemsize
 
 
 def touched_bytes(v: Value, nodes) -> int:
@@ -168,7 +208,7 @@ def _loop(b: _Builder) -> Kernel:
     idx = _unravel(em, "i", root.shape, "o")
     b.store_root(em, idx)
     block = LOOP_BLOCK
-    vector, start = vector_loop(b, _unravel)
+    vector, start = vector_loop(b, _unravel, em.text())
     threads = total // (16 // root.dtype.itemsize) if vector else total
     return b.finish("loop", dict(body=em.text(), total=total, block=block, vector=vector, scalar_start=start),
                     _grid_1d(threads, block), (block, 1, 1))

@@ -16,6 +16,7 @@ from aotc.ir import ops
 from aotc.ir.graph import Value
 
 MIN_ELEMENTS = 4096      # smaller loops gain nothing and would only grow the source
+MAX_BODY = 4000          # characters of the scalar body
 
 
 def _direct_params(b, root: Value) -> list[Value]:
@@ -48,15 +49,19 @@ def _element(v: Value, vec: str, e: int) -> str:
     return f"{vec}.v[{e}]"
 
 
-def vector_loop(b, unravel) -> tuple[str, str]:
-    """(code of the vector loop, first element the scalar loop handles); ("", "0") when not worth it."""
+def vector_loop(b, unravel, scalar_body: str) -> tuple[str, str]:
+    """(code of the vector loop, first element the scalar loop handles); ("", "0") when not worth it:
+    small loops, 1- and 8-byte types, loops without a direct input, and bodies so large (a 200-way
+    concatenate) that VEC copies of them would cost more compile time than the vectors save."""
     root = b.region.root
     size = root.dtype.itemsize
     total = root.type.size
-    if size not in (2, 4) or total < MIN_ELEMENTS or not b.region.nodes:
+    if size not in (2, 4) or total < MIN_ELEMENTS or not b.region.nodes or len(scalar_body) > MAX_BODY:
         return "", "0"
     vec = 16 // size
     direct = _direct_params(b, root)
+    if not direct:
+        return "", "0"
     ptrs = ["out"] + [b.param_names[v] for v in direct]
     aligned = " | ".join(f"(unsigned long long)(const void *){p}" for p in ptrs)
     c = root.dtype.c

@@ -56,7 +56,7 @@ def build_launches(graph: Graph, regions: list[Region], split_k: bool = True):
     # weights: lay out first, then copy each array once into one buffer (BERT-base: 440 MB)
     placed, size = [], 0
     for k in kernels:
-        for v in k.params[:-1]:
+        for v in k.sources():
             if v in graph.constants and v not in refs:
                 off = align_up(size, ALIGN)
                 refs[v] = P.BufferRef("weight", offset=off)
@@ -74,7 +74,7 @@ def build_launches(graph: Graph, regions: list[Region], split_k: bool = True):
     first = {r.root: i for i, r in enumerate(regions) if r.nodes and r.root not in refs}
     last = dict(first)
     for i, k in enumerate(kernels):
-        for v in k.params[:-1]:
+        for v in k.sources():
             if v in last:
                 last[v] = max(last[v], i)
     buffers = [Buffer(v, v.type.nbytes, first[v], last[v],
@@ -92,13 +92,22 @@ def build_launches(graph: Graph, regions: list[Region], split_k: bool = True):
 
     launches = []
     for i, k in enumerate(kernels):
-        args = [refs[v] for v in k.params[:-1]]
+        args = [_view_ref(refs, k, v) for v in k.params[:-1]]
         args.append(P.BufferRef("output", index=writes[i]) if i in writes else refs[k.region.root])
         if k.splits > 1:
             args += [P.BufferRef("arena", offset=memory.offsets[("split-k workspace", i)]), counter_ref]
         launches.append(P.Launch(k.name, k.grid, k.block, k.smem, args, k.bytes, k.flops,
                                  k.region.describe()))
     return kernels, launches, weights, memory, writes
+
+
+def _view_ref(refs, k: Kernel, v: Value) -> P.BufferRef:
+    """Where param `v` points: its buffer, or inside its source's buffer for a view."""
+    if v not in k.views:
+        return refs[v]
+    src, off = k.views[v]
+    r = refs[src]
+    return P.BufferRef(r.kind, r.index, r.offset + off)
 
 
 def in_place_input(region: Region, kernel: Kernel, first: dict, last: dict):

@@ -43,10 +43,9 @@ def run_on_host(graph: Graph, inputs: list[np.ndarray], regions=None, split_k: b
     ins = [np.ascontiguousarray(a) for a in inputs]
 
     def pointer_array(ref):
-        if ref.kind == "input":
-            return ins[ref.index]
-        if ref.kind == "output":
-            return outs[ref.index]
+        if ref.kind in ("input", "output"):
+            a = (ins if ref.kind == "input" else outs)[ref.index]
+            return a.reshape(-1).view(np.uint8)[ref.offset:] if ref.offset else a
         base = arena if ref.kind == "arena" else wbuf
         return base[ref.offset:]
 

@@ -333,3 +333,32 @@ def test_modelled_bytes_count_gathered_rows_not_the_table():
     graph = b.build([b.add("add", rows, part)])
     (kernel,) = [generate(graph, r) for r in partition(graph)]
     assert kernel.bytes == 5 * 16 * 4 + 5 * 4 + 5 * 16 * 4 + 5 * 16 * 4    # rows, ids, slice, output
+
+
+@pytest.mark.parametrize("source", ["input", "weight", "arena"])
+def test_steps_reading_contiguous_slices_share_one_kernel(source):
+    """An RNN's steps read x[t]: as a view (a pointer to x[t]) every step is the same kernel text."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    steps, feats = 5, (3, 16)
+    data = random_array(rng, (steps,) + feats)
+    if source == "weight":
+        x, ins = b.constant(data, "x"), []
+    else:
+        x, ins = b.input("x", (steps,) + feats), [data]
+        if source == "arena":
+            x = b.add("exp", x)
+    h = b.input("h", feats)
+    outs = []
+    for t in range(steps):
+        xt = b.add("reshape", b.add("slice", x, start=(t, 0, 0), limit=(t + 1,) + feats, stride=(1, 1, 1)),
+                   shape=feats)
+        h = b.add("tanh", b.add("add", xt, h))
+        outs.append(h)
+    cols = b.add("slice", x, start=(0, 0, 4), limit=(steps,) + feats[:1] + (8,), stride=(1, 1, 1))   # not contiguous
+    graph = b.build(outs + [b.add("neg", cols)])
+    kernels = check(graph, ins + [random_array(rng, feats)], seed, rtol=1e-6, atol=1e-6)
+    step_kernels = [k for k in kernels if k.region.root in outs]
+    assert len({k.name for k in step_kernels}) == 1
+    assert all(k.views for k in step_kernels)
+    assert not next(k for k in kernels if k.region.root is graph.outputs[-1]).views

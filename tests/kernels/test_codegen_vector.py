@@ -54,3 +54,15 @@ def test_vector_loop_is_16_byte_accesses_on_the_gpu():
     ptx = compile_device(codegen.module_source(kernels), "compute_90").decode()
     assert "ld.global.v4" in ptx or "ld.global.nc.v4" in ptx
     assert "st.global.v4" in ptx
+
+
+def test_loops_without_direct_inputs_or_with_huge_bodies_stay_scalar():
+    """A transpose-only loop has nothing to load as vectors; a 40-way concat's body is too big to copy 4x."""
+    b = GraphBuilder()
+    x = b.input("x", (128, 64))
+    parts = [b.input(f"p{i}", (8, 64)) for i in range(40)]
+    y = b.input("y", (320, 64))                          # direct, but beside a 40-way concat
+    graph = b.build([b.add("transpose", x, permutation=(1, 0)),
+                     b.add("add", y, b.add("concatenate", *parts, dimension=0))])
+    for kern in (codegen.generate(graph, r) for r in partition(graph)):
+        assert "aotc_vec16" not in kern.source

@@ -491,18 +491,34 @@ template <class... A, size_t... I>
 inline int launch_kernel_impl(void (*fn)(A...), std::index_sequence<I...>,
                               const unsigned *grid3, const unsigned *block3,
                               unsigned dyn_smem, void **params) {
-  struct Call {
-    void (*fn)(A...);
-    std::tuple<std::decay_t<A>...> args;
-  };
-  Call call{fn, std::tuple<std::decay_t<A>...>(
-                    *static_cast<std::decay_t<A> *>(params[I])...)};
-  auto body = [](void *p) {
-    Call *c = static_cast<Call *>(p);
-    c->fn(std::get<I>(c->args)...);
-  };
-  return launch(body, &call, dim3(grid3[0], grid3[1], grid3[2]),
-                dim3(block3[0], block3[1], block3[2]), dyn_smem);
+  const dim3 grid(grid3[0], grid3[1], grid3[2]), block(block3[0], block3[1], block3[2]);
+  if constexpr ((std::is_pointer_v<std::decay_t<A>> && ...)) {
+    // aotc's kernels take pointers only: an array of them, no std::tuple, whose
+    // instantiation grows steeply with the arity (a 200-way concat: 8 s of g++)
+    struct Call {
+      void (*fn)(A...);
+      void *vals[sizeof...(A) ? sizeof...(A) : 1];
+    };
+    Call call{fn, {}};
+    ((call.vals[I] = (void *)*static_cast<std::decay_t<A> *>(params[I])), ...);
+    auto body = [](void *p) {
+      Call *c = static_cast<Call *>(p);
+      c->fn(static_cast<std::decay_t<A>>(c->vals[I])...);
+    };
+    return launch(body, &call, grid, block, dyn_smem);
+  } else {
+    struct Call {
+      void (*fn)(A...);
+      std::tuple<std::decay_t<A>...> args;
+    };
+    Call call{fn, std::tuple<std::decay_t<A>...>(
+                      *static_cast<std::decay_t<A> *>(params[I])...)};
+    auto body = [](void *p) {
+      Call *c = static_cast<Call *>(p);
+      c->fn(std::get<I>(c->args)...);
+    };
+    return launch(body, &call, grid, block, dyn_smem);
+  }
 }
 
 template <class... A>
