@@ -31,6 +31,7 @@ precision='tf32' so their kernels run on tensor cores (see _mark_tf32).
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from aotc.errors import AotcError
@@ -90,6 +91,20 @@ def _emit(rw: Rewriter, n: Node, ins: list[Value], attrs: dict) -> tuple[Value, 
     return outs
 
 
+def _saturate(a: np.ndarray, dt) -> np.ndarray:
+    """A constant in `dt`, finite values beyond its range clamped to its largest finite value.
+
+    Exporters write masks as float32's lowest value (transformers' finfo(float32).min);
+    rounding that to f16 or bf16 gives -inf, and a fully masked row then softmaxes to NaN
+    where the model gives a uniform row. TensorRT clamps out-of-range weights the same way.
+    """
+    big = float(ml_dtypes.finfo(dt.np).max)
+    a = np.asarray(a)
+    if np.issubdtype(a.dtype, np.floating):
+        a = np.where(np.isfinite(a), np.clip(a, -big, big), a)
+    return a.astype(dt.np)
+
+
 def _convert_graph(graph: Graph, low, keep: set[str]) -> Graph:
     forced = _f32_nodes(graph, keep)
     rw = Rewriter(graph)
@@ -103,7 +118,7 @@ def _convert_graph(graph: Graph, low, keep: set[str]) -> Graph:
         have = versions.setdefault(v, {})
         if dt not in have:
             if v in graph.constants:
-                have[dt] = v if dt == f32 else rw.constant(graph.constants[v].astype(dt.np), f"{v.name}.{dt.name}", dt)
+                have[dt] = v if dt == f32 else rw.constant(_saturate(graph.constants[v], dt), f"{v.name}.{dt.name}", dt)
             else:
                 have[dt] = rw.add("convert", next(iter(have.values())), hint=f"{v.name}.{dt.name}", dtype=dt.name)
         return have[dt]

@@ -66,6 +66,27 @@ def test_large_activations_do_not_overflow_in_fp16():
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=2e-3)
 
 
+@pytest.mark.parametrize("prec", ["fp16", "bf16"])
+def test_out_of_range_constants_clamp_instead_of_turning_infinite(prec):
+    """A mask of float32's lowest value (transformers' finfo.min) must not become -inf: a fully masked
+    row would softmax to NaN instead of the model's uniform row."""
+    b = GraphBuilder()
+    x = b.input("x", (2, 8))
+    mask = b.constant(np.array([[np.finfo(np.float32).min] * 8, [0.0] * 8], np.float32), "mask")
+    s = b.add("add", x, mask)
+    e = b.add("exp", b.add("sub", s, b.add("broadcast_in_dim", b.add("reduce", s, kind="max", axes=(1,)),
+                                          shape=(2, 8), broadcast_dimensions=(0,))))
+    g = b.build([b.add("div", e, b.add("broadcast_in_dim", b.add("reduce", e, kind="sum", axes=(1,)), shape=(2, 8),
+                                         broadcast_dimensions=(0,)))])
+    out = precision.make(prec)(g)
+    low = [a for a in out.constants.values() if a.shape == (2, 8)]
+    assert low and all(np.isfinite(a.astype(np.float32)).all() for a in low)
+    x_in = random_array(fresh_rng()[0], (2, 8))
+    (got,) = interpret(out, [x_in])
+    assert np.isfinite(got.astype(np.float32)).all()
+    np.testing.assert_allclose(got.astype(np.float32)[0], 1 / 8, rtol=1e-2)
+
+
 def test_keep_fp32_by_node_name_and_unknown_names():
     g = _layer_norm_linear()
     out = precision.make("fp16", ["fc"])(g)
