@@ -168,8 +168,12 @@ def _manifest(plan: EnginePlan) -> dict:
     }
 
 
-def engine_bytes(plan: EnginePlan) -> bytes:
-    """Serialize a plan into one engine file image."""
+def _engine_parts(plan: EnginePlan) -> list:
+    """The engine image as a list of byte chunks (header, table, padding and sections in order).
+
+    Kept in pieces so a 440 MB weights section is never copied: write_engine writes the
+    chunks as they are, engine_bytes joins them once.
+    """
     sections = [(SEC_MANIFEST, "", json.dumps(_manifest(plan), indent=1).encode()),
                 (SEC_PLAN, "", _plan_bytes(plan)), (SEC_WEIGHTS, "", memoryview(plan.weights))]
     for arch in sorted(plan.cubins):
@@ -182,24 +186,28 @@ def engine_bytes(plan: EnginePlan) -> bytes:
         sections.append((SEC_HOST_LIB, "", bytes(plan.host_lib)))
     table_off = _HEADER.size
     pos = table_off + _SECTION.size * len(sections)
-    table, body = [], bytearray()
+    table, body = [], []
     for kind, tag, data in sections:
-        pos = -(-pos // ALIGN) * ALIGN
-        table.append(_SECTION.pack(kind, ALIGN, _pad_tag(tag, SECTION_NAMES[kind]), pos,
+        start = -(-pos // ALIGN) * ALIGN
+        table.append(_SECTION.pack(kind, ALIGN, _pad_tag(tag, SECTION_NAMES[kind]), start,
                                    len(data), zlib.crc32(data), 0))
-        body.extend(b"\0" * (pos - table_off - _SECTION.size * len(sections) - len(body)))
-        body.extend(data)
-        pos += len(data)
+        body += [b"\0" * (start - pos), data]
+        pos = start + len(data)
     table_b = b"".join(table)
     head = _HEADER.pack(MAGIC, FORMAT_VERSION, _HEADER.size, _pad_tag(__version__, "version"),
                         0, len(sections), table_off, pos, zlib.crc32(table_b), 0)
     head = head[:60] + struct.pack("<I", zlib.crc32(head[:60]))
-    return head + table_b + bytes(body)
+    return [head, table_b, *body]
+
+
+def engine_bytes(plan: EnginePlan) -> bytes:
+    """Serialize a plan into one engine file image."""
+    return b"".join(_engine_parts(plan))
 
 
 def write_engine(plan: EnginePlan, path: str | os.PathLike) -> None:
     """Write atomically: a temp file in the same directory, fsync, os.replace."""
-    data = engine_bytes(plan)
+    parts = _engine_parts(plan)
     path = os.fspath(path)
     fd, tmp = tempfile.mkstemp(prefix=".aotc-engine-", suffix=".tmp",
                                dir=os.path.dirname(os.path.abspath(path)))
@@ -208,7 +216,8 @@ def write_engine(plan: EnginePlan, path: str | os.PathLike) -> None:
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)    # mkstemp's 0600 would hide the engine from other users
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for part in parts:
+                f.write(part)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

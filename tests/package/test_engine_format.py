@@ -86,6 +86,7 @@ def test_atomic_write_leaves_no_temp_files(tmp_path, host_lib, plan_factory):
     ef.write_engine(make_plan(host_lib), path)  # overwrite in place
     assert os.listdir(tmp_path) == ["m.engine"]
     assert ef.read_engine(path.read_bytes()).inputs[0].name == "x"
+    assert path.read_bytes() == ef.engine_bytes(make_plan(host_lib))     # written in chunks, the same image
     bad = make_plan()
     bad.launches[0].args[0] = BufferRef("input", 5)
     with pytest.raises(ValueError, match="launch 0 arg 0"):
