@@ -48,8 +48,9 @@ def test_small_or_byte_loops_stay_scalar():
         assert "aotc_vec16" not in kern.source
 
 
-def test_vector_loop_is_16_byte_accesses_on_the_gpu():
-    graph = _graph(64, 256, "f32")
+@pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
+def test_vector_loop_is_16_byte_accesses_on_the_gpu(dt):
+    graph = _graph(64, 256, dt)
     kernels = [codegen.generate(graph, r) for r in partition(graph)]
     ptx = compile_device(codegen.module_source(kernels), "compute_90").decode()
     assert "ld.global.v4" in ptx or "ld.global.nc.v4" in ptx
