@@ -97,8 +97,16 @@ def build_launches(graph: Graph, regions: list[Region], split_k: bool = True):
         if k.splits > 1:
             args += [P.BufferRef("arena", offset=memory.offsets[("split-k workspace", i)]), counter_ref]
         launches.append(P.Launch(k.name, k.grid, k.block, k.smem, args, k.bytes, k.flops,
-                                 k.region.describe()))
+                                 describe(k)))
     return kernels, launches, weights, memory, writes
+
+
+def describe(k: Kernel) -> str:
+    """The launch's region as `aotc inspect` shows it, with what the kernel does beyond the nodes."""
+    extras = ([f"split-K x{k.splits}"] if k.splits > 1 else []) + \
+        ([f"gated F={k.region.gated}"] if k.region.gated else []) + \
+        ([f"{len(k.views)} slice view(s)"] if k.views else [])
+    return k.region.describe() + (f" [{', '.join(extras)}]" if extras else "")
 
 
 def _view_ref(refs, k: Kernel, v: Value) -> P.BufferRef:

@@ -1,0 +1,14 @@
+"""bench/rnn_compile.py runs end to end (a few steps) and its engines match onnxruntime."""
+import importlib.util
+from pathlib import Path
+
+
+def test_rnn_compile_report_small(capsys):
+    path = Path(__file__).resolve().parents[2] / "bench" / "rnn_compile.py"
+    spec = importlib.util.spec_from_file_location("rnn_compile", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--steps", "6", "--hidden", "8"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
+    assert set(rows) == {"LSTMx6", "GRUx6"}
+    assert int(rows["LSTMx6"][2]) < int(rows["LSTMx6"][1]) / 2      # the steps share their kernels

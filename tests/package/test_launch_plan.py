@@ -1,0 +1,31 @@
+"""Launch plan: buffer references for split-K workspaces, counters and slice views; launch descriptions."""
+from aotc.fusion.regions import partition
+from aotc.ir.graph import GraphBuilder
+from aotc.package.launch_plan import build_launches
+
+
+def test_split_k_launch_gets_a_workspace_and_the_zeroed_counters():
+    b = GraphBuilder()
+    x, w = b.input("x", (4, 2048)), b.input("w", (2048, 64))
+    d = b.add("dot_general", x, w, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
+    graph = b.build([b.add("tanh", d)])
+    kernels, launches, _, memory, _ = build_launches(graph, partition(graph))
+    (k,), (launch,) = kernels, launches
+    assert k.splits == 16 and "[split-K x16]" in launch.region
+    ws, counters = launch.args[-2:]
+    assert ws.kind == counters.kind == "arena"
+    assert ws.offset + k.workspace <= memory.size - memory.zeroed            # the workspace is not the tail
+    assert counters.offset == memory.size - memory.zeroed and memory.zeroed >= 4 * k.counters
+    _, unsplit, _, plain, _ = build_launches(graph, partition(graph), split_k=False)
+    assert len(unsplit[0].args) == 3 and plain.zeroed == 0
+
+
+def test_slice_views_point_into_their_source():
+    b = GraphBuilder()
+    x = b.input("x", (6, 5))
+    rows = b.add("slice", x, start=(2, 0), limit=(4, 5), stride=(1, 1))
+    graph = b.build([b.add("exp", rows)])
+    kernels, launches, _, _, _ = build_launches(graph, partition(graph))
+    (launch,) = launches
+    assert launch.args[0].kind == "input" and launch.args[0].offset == 2 * 5 * 4
+    assert "slice view" in launch.region and kernels[0].views
