@@ -105,7 +105,10 @@ def test_dot_with_prologue_and_epilogue(m, n, k, batch):
     bb = b.add("broadcast_in_dim", bias, shape=d.shape, broadcast_dimensions=(len(d.shape) - 1,))
     out = b.add("tanh", b.add("add", d, bb))
     graph = b.build([out])
-    check(graph, [random_array(rng, batch + (m, k)), random_array(rng, batch + (n, k)), random_array(rng, (n,))],
+    # a scaled by 1/sqrt(k): the sums stay O(1), so tanh does not saturate and hide errors, and the f32
+    # rounding of a 783-term sum (any order: tiles, split-K partials) stays well inside the tolerance
+    a_in = random_array(rng, batch + (m, k)) / np.float32(np.sqrt(k))
+    check(graph, [a_in, random_array(rng, batch + (n, k)), random_array(rng, (n,))],
           seed, rtol=1e-4, atol=1e-5, kinds=["dot"])
 
 
