@@ -213,12 +213,17 @@ def staged_depthwise(n: Node | None) -> bool:
             and a["groups"] == x.shape[-1] == n.outputs[0].shape[-1] and depthwise_node_fits(n))
 
 
-def _expand_into_depthwise(p: Node, v: Value, anchor, users, members, outputs) -> bool:
-    """A 1x1 conv (MobileNet's expansion) whose result only feeds a staged depthwise conv.
+MAX_FUSED_CONV_K = 64       # taps x input channels of a dense conv recomputed per staged element
 
-    The depthwise kernel then computes the expansion while it stages its input
-    patch (a channel dot product per staged element, the halo recomputed), so the
-    expanded tensor, the largest of the block, never goes through memory.
+
+def _expand_into_depthwise(p: Node, v: Value, anchor, users, members, outputs) -> bool:
+    """A conv whose result only feeds a staged depthwise conv, cheap enough to recompute there.
+
+    The depthwise kernel then computes it while it stages its input patch (a
+    dot product per staged element, the halo recomputed), so its result never
+    goes to memory. Two kinds qualify: a 1x1 conv (MobileNet's expansion, the
+    block's largest tensor) and a dense conv of at most MAX_FUSED_CONV_K taps x
+    channels (MobileNet's and EfficientNet's 3x3 stem on the 3-channel image).
     """
     if not staged_depthwise(anchor) or v in outputs or len(p.outputs) != 1:
         return False
@@ -226,10 +231,12 @@ def _expand_into_depthwise(p: Node, v: Value, anchor, users, members, outputs) -
         return False
     x, w = p.inputs
     a = p.attrs
-    pointwise = (a.get("layout") == "NHWC" and a["groups"] == 1 and x.type.rank == 4
-                 and all(k == 1 for k in w.shape[1:-1]) and all(s == 1 for s in a["strides"])
+    if a.get("layout") != "NHWC" or a["groups"] != 1 or x.type.rank != 4:
+        return False
+    pointwise = (all(k == 1 for k in w.shape[1:-1]) and all(s == 1 for s in a["strides"])
                  and all(d == 1 for d in a["dilations"]) and all(tuple(q) == (0, 0) for q in a["padding"]))
-    return pointwise and all(u in members for u in users.get(v, []))
+    small = w.shape[1] * w.shape[2] * w.shape[3] <= MAX_FUSED_CONV_K
+    return (pointwise or small) and all(u in members for u in users.get(v, []))
 
 
 def norm_prologue(anchor: Node, users, producer, outputs) -> tuple[set[Node], str]:

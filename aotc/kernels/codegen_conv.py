@@ -128,14 +128,32 @@ def depthwise_fits(b: _Builder) -> bool:
 
 
 def _expansion(em, conv) -> None:
-    """Emit `ex` = the 1x1 conv `conv` at (n, yi, xi, c): a dot product over its input channels."""
+    """Emit `ex` = the fused conv `conv` at (n, yi, xi, c): a dot product over its taps and input channels."""
     x0, w0 = conv.inputs
-    rnd = "aotc_tf32" if conv.attrs.get("precision") == "tf32" else ""
+    a = conv.attrs
+    rnd = "aotc_tf32" if a.get("precision") == "tf32" else ""
+    kh, kw = w0.shape[1:3]
     em.emit("float ex = 0.0f;")
+    if kh == kw == 1 and tuple(a["strides"]) == (1, 1) and all(tuple(q) == (0, 0) for q in a["padding"]):
+        em.open(f"for (int ci = 0; ci < {x0.shape[-1]}; ++ci)")
+        xv = em.value(x0, ["n", "yi", "xi", "ci"])
+        wv = em.value(w0, ["c", "0", "0", "ci"])
+        em.emit(f"ex += {rnd}({xv}) * {rnd}({wv});")
+        em.close()
+        return
+    (sh, sw), (dh, dw), ((ph, _), (pw, _)) = a["strides"], a["dilations"], a["padding"]
+    em.open(f"for (int ky = 0; ky < {kh}; ++ky)")
+    em.emit(f"const {em.idx_t} ey = yi * {sh} - {ph} + ky * {dh};")
+    em.emit(f"if (ey < 0 || ey >= {x0.shape[1]}) continue;")
+    em.open(f"for (int kx = 0; kx < {kw}; ++kx)")
+    em.emit(f"const {em.idx_t} ex_x = xi * {sw} - {pw} + kx * {dw};")
+    em.emit(f"if (ex_x < 0 || ex_x >= {x0.shape[2]}) continue;")
     em.open(f"for (int ci = 0; ci < {x0.shape[-1]}; ++ci)")
-    xv = em.value(x0, ["n", "yi", "xi", "ci"])
-    wv = em.value(w0, ["c", "0", "0", "ci"])
+    xv = em.value(x0, ["n", "ey", "ex_x", "ci"])
+    wv = em.value(w0, ["c", "ky", "kx", "ci"])
     em.emit(f"ex += {rnd}({xv}) * {rnd}({wv});")
+    em.close()
+    em.close()
     em.close()
 
 

@@ -161,13 +161,14 @@ def test_node_needed_by_a_duplicated_user_in_another_region_is_materialized():
     check_partition(g, regions)
 
 
-def _mbconv(stride=1, chans=(8, 48), expand_users=1, expand_stride=1):
-    """MobileNetV2's expansion: 1x1 conv + bias + relu6 -> depthwise 3x3 (+ bias) in NHWC."""
+def _mbconv(stride=1, chans=(8, 48), expand_users=1, expand_stride=1, expand_k=1):
+    """MobileNetV2's expansion: 1x1 conv + bias + relu6 -> depthwise 3x3 (+ bias) in NHWC (expand_k=3: a stem)."""
     cin, cexp = chans
     b = GraphBuilder()
     x = b.input("x", (1, 9, 11, cin))
-    w1 = b.constant(np.ones((cexp, 1, 1, cin), np.float32))
-    e = b.add("convolution", x, w1, strides=(expand_stride,) * 2, padding=((0, 0), (0, 0)), dilations=(1, 1),
+    w1 = b.constant(np.ones((cexp, expand_k, expand_k, cin), np.float32))
+    pad = ((expand_k // 2,) * 2,) * 2
+    e = b.add("convolution", x, w1, strides=(expand_stride,) * 2, padding=pad, dilations=(1, 1),
               groups=1, layout="NHWC", name="expand")
     six = b.add("broadcast_in_dim", b.constant(np.float32(6)), shape=e.shape, broadcast_dimensions=())
     zero = b.add("broadcast_in_dim", b.constant(np.float32(0)), shape=e.shape, broadcast_dimensions=())
@@ -188,9 +189,17 @@ def test_pointwise_expansion_fuses_into_the_depthwise_region():
     assert regions[0].anchor.name == "dw" and g.inputs[0] in regions[0].inputs
 
 
-@pytest.mark.parametrize("why", ["expansion is also an output", "strided expansion"])
+def test_small_dense_stem_fuses_into_the_depthwise_region():
+    """MobileNet's stem (3x3/2 over 3 channels: 27 taps x channels) is recomputed while staging."""
+    g = _mbconv(chans=(3, 32), expand_stride=2, expand_k=3)
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["conv"]
+
+
+@pytest.mark.parametrize("why", ["expansion is also an output", "3x3 over 8 channels: 72 > 64 taps x channels"])
 def test_expansion_stays_apart_when_it_must(why):
-    g = _mbconv(expand_users=2) if why.startswith("expansion is") else _mbconv(expand_stride=2)
+    g = _mbconv(expand_users=2) if why.startswith("expansion is") else _mbconv(expand_k=3)
     regions = partition(g)
     check_partition(g, regions)
     assert sorted(kinds(regions)) == ["conv", "conv"]

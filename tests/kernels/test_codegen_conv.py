@@ -149,16 +149,20 @@ def test_tf32_convolutions(groups, wshape):
     assert k.name.startswith(want)
 
 
-@pytest.mark.parametrize("dtype,stride,cin,cexp,precision", [
-    ("f32", 1, 8, 48, None), ("f32", 2, 5, 50, None), ("f16", 2, 16, 96, None), ("f32", 1, 3, 40, "tf32")])
-def test_expansion_fused_into_depthwise(dtype, stride, cin, cexp, precision):
-    """MobileNet's 1x1 expansion (+bias+relu6) computed while the depthwise kernel stages its patch."""
+@pytest.mark.parametrize("dtype,stride,cin,cexp,precision,stem", [
+    ("f32", 1, 8, 48, None, None), ("f32", 2, 5, 50, None, None), ("f16", 2, 16, 96, None, None),
+    ("f32", 1, 3, 40, "tf32", None),
+    ("f32", 1, 3, 32, None, (3, 2, 1)), ("f16", 2, 3, 16, None, (3, 2, 1)), ("f32", 1, 2, 24, None, (5, 1, 2))])
+def test_expansion_fused_into_depthwise(dtype, stride, cin, cexp, precision, stem):
+    """MobileNet's 1x1 expansion (+bias+relu6), or its stem (a small dense conv, `stem` = (k, stride, pad)),
+    computed while the depthwise kernel stages its patch."""
     rng, seed = fresh_rng()
     b = GraphBuilder()
     x = b.input("x", (2, 13, 10, cin), dtype)
-    w1 = b.constant(random_array(rng, (cexp, 1, 1, cin)).astype(NP[dtype]), "w1")
+    k, s, p = stem or (1, 1, 0)
+    w1 = b.constant(random_array(rng, (cexp, k, k, cin)).astype(NP[dtype]), "w1")
     extra = {"precision": precision} if precision else {}
-    e = b.add("convolution", x, w1, strides=(1, 1), padding=((0, 0), (0, 0)), dilations=(1, 1), groups=1,
+    e = b.add("convolution", x, w1, strides=(s, s), padding=((p, p), (p, p)), dilations=(1, 1), groups=1,
               layout="NHWC", **extra)
     bias = b.constant(random_array(rng, (cexp,)).astype(NP[dtype]), "b1")
     e = b.add("add", e, b.add("broadcast_in_dim", bias, shape=e.shape, broadcast_dimensions=(3,)))
