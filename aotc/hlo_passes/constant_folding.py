@@ -13,9 +13,10 @@ Leaves alone:
   constant input). Broadcasting a scalar to an activation-sized tensor stays
   an op: the kernel does it for free, the engine file would not;
 - duplication: an index-math op (transpose, reshape, slice...) of a large
-  constant that other nodes also read. Folding it would store the weight
-  twice (GPT-2's tied embedding: a gather reads the table, the LM head its
-  transpose, +147 MiB); as an op it is index math in the consumer's loads;
+  constant that stays in the graph anyway (a graph output, or read by a node
+  with a run-time input). Folding it would store the weight twice (GPT-2's
+  tied embedding: a gather reads the table, the LM head its transpose, +147
+  MiB); as an op it is index math in the consumer's loads;
 - a node the reference fails on (e.g. an out-of-range gather index): the
   error belongs to run time, not to the compiler.
 
@@ -32,7 +33,7 @@ from aotc.ir.interpreter import evaluate_node
 MIN_FOLD_LIMIT = 1024   # elements; results up to this size always fold
 
 
-def _fold(node, env, readers) -> list[np.ndarray] | None:
+def _fold(node, env, live_after) -> list[np.ndarray] | None:
     """The node's folded outputs, or None where it must stay an op."""
     if not all(v in env for v in node.inputs):
         return None
@@ -40,7 +41,7 @@ def _fold(node, env, readers) -> list[np.ndarray] | None:
     if any(v.type.size > max(MIN_FOLD_LIMIT, largest_input) for v in node.outputs):
         return None
     if ops.category(node.op) == ops.INJECTIVE and any(
-            v.type.size > MIN_FOLD_LIMIT and readers.get(v, 0) > 1 for v in node.inputs):
+            v.type.size > MIN_FOLD_LIMIT and v in live_after for v in node.inputs):
         return None
     try:
         with np.errstate(all="ignore"):
@@ -57,18 +58,28 @@ def _fold(node, env, readers) -> list[np.ndarray] | None:
     return out
 
 
+def _kept_alive(graph: Graph) -> set:
+    """Constant-valued values that stay in the graph after folding: a graph output, or read by a
+    node with a run-time input (a gather's table, say). Copying one of them (a transpose of
+    it) would store its bytes twice; the slices of a table only constant nodes read do not."""
+    const = set(graph.constants)
+    for n in graph.nodes:
+        if all(v in const for v in n.inputs):
+            const.update(n.outputs)
+    alive = {v for v in graph.outputs if v in const}
+    for n in graph.nodes:
+        if not all(v in const for v in n.inputs):
+            alive.update(v for v in n.inputs if v in const)
+    return alive
+
+
 def run(graph: Graph) -> Graph:
     """A new Graph with every foldable node replaced by constants."""
     env = dict(graph.constants)
-    readers: dict = {}
-    for n in graph.nodes:
-        for v in set(n.inputs):
-            readers[v] = readers.get(v, 0) + 1
-    for v in graph.outputs:
-        readers[v] = readers.get(v, 0) + 1
     nodes = []
+    live_after = _kept_alive(graph)
     for n in graph.nodes:
-        folded = _fold(n, env, readers)
+        folded = _fold(n, env, live_after)
         if folded is None:
             nodes.append(n)
             continue

@@ -93,15 +93,14 @@ class _Builder:
         self.idx_t = _idx_t(region)
         small = {v for v in region.inputs if v in graph.constants and v.type.size == 1}
         params = [v for v in region.inputs if v not in small]
-        # a contiguous slice of an input is read through a pointer to its first element (a view),
-        # so kernels that differ only in the slice offset (an RNN's steps) are one kernel
+        # a slice of an input is read through a pointer to its first element (a view) with the
+        # slice's start taken out of the index math, so kernels that differ only in where they
+        # slice (an RNN's steps) are one kernel
         self.views: dict[Value, tuple[Value, int]] = {}
         viewed = set()
         for n in region.nodes:
-            off = contiguous_slice_offset(n) if n is not region.anchor and n.op == "slice" and n.inputs[0] in params \
-                else None
-            if off is not None:
-                self.views[n.outputs[0]] = (n.inputs[0], off)
+            if n.op == "slice" and n is not region.anchor and n.inputs[0] in params:
+                self.views[n.outputs[0]] = (n.inputs[0], slice_offset(n))
                 viewed.add(n)
         still_read = {v for n in region.nodes if n not in viewed for v in n.inputs} | {region.root}
         self.params = []
@@ -112,7 +111,7 @@ class _Builder:
         self.param_names = {v: f"p{i}" for i, v in enumerate(self.params)}
         self.consts = {v: graph.constants[v] for v in small}
         anchor = region.anchor
-        self.members = [n for n in region.nodes if n is not anchor and n not in viewed]
+        self.members = [n for n in region.nodes if n is not anchor]
 
     def emitter(self, indent: int, overrides=None) -> Emitter:
         return Emitter(self.members, self.producer, self.param_names, self.consts,
@@ -154,22 +153,12 @@ class _Builder:
                       grid[0] * grid[1] * grid[2] // splits if splits > 1 else 0, dict(self.views))
 
 
-def contiguous_slice_offset(n) -> int | None:
-    """Byte offset of a unit-stride slice that is one contiguous run of its input, else None.
-
-    Contiguous: the first dim it narrows is preceded by dims of extent 1 in the
-    result and followed by full dims (an RNN step x[t], rows [a:b] of a matrix).
-    """
-    if n.op != "slice" or any(k != 1 for k in n.attrs["stride"]):
-        return None
-    src, out = n.inputs[0].shape, n.outputs[0].shape
-    d = next((i for i in range(len(src)) if out[i] != src[i]), None)
-    if d is None or any(out[i] != 1 for i in range(d)) or any(out[i] != src[i] for i in range(d + 1, len(src))):
-        return None
+def slice_offset(n) -> int:
+    """Byte offset of a slice's first element in its input (a view's pointer offset)."""
     offset, stride = 0, 1
-    for i in reversed(range(len(src))):
+    for i in reversed(range(n.inputs[0].type.rank)):
         offset += n.attrs["start"][i] * stride
-        stride *= src[i]
+        stride *= n.inputs[0].shape[i]
     return offset * n.inputs[0].dtype.itemsize
 
 

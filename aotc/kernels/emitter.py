@@ -290,6 +290,13 @@ class Emitter:
         return self.value(n.inputs[0], sub)
 
     def _slice(self, n: Node, idx) -> str:
+        if n.outputs[0] in self.params:       # a view: the param points at the slice's first element
+            src = n.inputs[0]
+            sub = [i if k == 1 else f"({i}) * {k}" for i, k in zip(idx, n.attrs["stride"])]
+            out = self.tmp()
+            self.emit(f"const {compute_type(src.dtype)} {out} = "
+                      f"{load_expr(self.params[n.outputs[0]], linear(sub, src.shape), src.dtype)};")
+            return out
         sub = []
         for i, s, k in zip(idx, n.attrs["start"], n.attrs["stride"]):
             e = i if k == 1 else f"({i}) * {k}"

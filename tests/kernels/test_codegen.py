@@ -309,7 +309,9 @@ def test_gemm_with_norm_prologue(norm, rows, k, n, precision):
     graph = b.build([b.add("tanh", d)])
     ins = [random_array(rng, rows + (k,), low=-3, high=5), random_array(rng, (k,))]
     ins += [random_array(rng, (k,))] if norm == "layer" else []
-    tol = 3e-3 if precision else 2e-4         # rsqrtf vs 1/sqrt may flip a tf32 rounding (2^-11 relative)
+    # rsqrtf vs 1/sqrt may flip an operand's tf32 rounding (2^-10 relative, on |y| up to ~3): a few such
+    # flips in one 64-term sum reach ~5e-3; a wrong normalization would be off by O(1)
+    tol = 1e-2 if precision else 2e-4
     kernels = check(graph, ins + [random_array(rng, (k, n))], seed, rtol=tol, atol=tol, kinds=["dot"])
     assert "aotc_rs[" in kernels[0].source
 
@@ -339,7 +341,7 @@ def test_modelled_bytes_count_gathered_rows_not_the_table():
 
 
 @pytest.mark.parametrize("source", ["input", "weight", "arena"])
-def test_steps_reading_contiguous_slices_share_one_kernel(source):
+def test_steps_reading_slices_share_one_kernel(source):
     """An RNN's steps read x[t]: as a view (a pointer to x[t]) every step is the same kernel text."""
     rng, seed = fresh_rng()
     b = GraphBuilder()
@@ -358,10 +360,11 @@ def test_steps_reading_contiguous_slices_share_one_kernel(source):
                    shape=feats)
         h = b.add("tanh", b.add("add", xt, h))
         outs.append(h)
-    cols = b.add("slice", x, start=(0, 0, 4), limit=(steps,) + feats[:1] + (8,), stride=(1, 1, 1))   # not contiguous
+    cols = b.add("slice", x, start=(0, 1, 4), limit=(steps,) + feats[:1] + (12,), stride=(1, 1, 2))   # strided
     graph = b.build(outs + [b.add("neg", cols)])
     kernels = check(graph, ins + [random_array(rng, feats)], seed, rtol=1e-6, atol=1e-6)
     step_kernels = [k for k in kernels if k.region.root in outs]
     assert len({k.name for k in step_kernels}) == 1
     assert all(k.views for k in step_kernels)
-    assert not next(k for k in kernels if k.region.root is graph.outputs[-1]).views
+    (view,) = next(k for k in kernels if k.region.root is graph.outputs[-1]).views.values()
+    assert view[1] == (1 * 16 + 4) * 4                 # points at x[0, 1, 4]; the start leaves the index math
