@@ -55,6 +55,7 @@ class Region:
     reasons: list[str] = field(default_factory=list)
     attention: object = None        # AttentionMatch for kind "attention"
     gated: int = 0                  # F of a gated epilogue (act(D[..., :F]) * D[..., F:]), see _gated_anchor
+    extra_roots: list = field(default_factory=list)   # more values the kernel writes (merge_sibling_loops)
 
     def describe(self) -> str:
         ops_list = "+".join(n.op for n in self.nodes) or "copy"
@@ -100,7 +101,49 @@ def partition(graph: Graph) -> list[Region]:
         r.nodes.sort(key=position.__getitem__)
         r.epilogue.sort(key=position.__getitem__)
         r.inputs = _region_inputs(r)
-    return regions
+    return merge_sibling_loops(regions, users, outputs, position)
+
+
+def merge_sibling_loops(regions: list[Region], users, outputs, position) -> list[Region]:
+    """Fuse a loop region into the one before it when it reads that one's result element by element.
+
+    An LSTM step computes c_t (a loop) and then h_t = o * tanh(c_t) (a loop reading
+    c_t at the same index); both are needed later, so neither absorbs the other.
+    One kernel writing both saves a launch and a read of c_t. Only when the later
+    region reads the earlier root through elementwise ops at its shape, both roots
+    have that shape, and the later root is no graph output.
+    """
+    out: list[Region] = []
+    for r in regions:
+        prev = out[-1] if out else None
+        if prev is not None and _loop_reads_elementwise(prev, r, users, outputs):
+            merged = Region("loop", prev.root, sorted(set(prev.nodes) | set(r.nodes), key=position.__getitem__),
+                            reasons=prev.reasons + r.reasons + [f"{r.root.name} computed in the same kernel"])
+            merged.extra_roots = prev.extra_roots + [r.root]
+            merged.inputs = [v for v in _region_inputs(merged) if v is not prev.root]
+            out[-1] = merged
+        else:
+            out.append(r)
+    return out
+
+
+def _loop_reads_elementwise(a: Region, b: Region, users, outputs) -> bool:
+    if a.kind != "loop" or b.kind != "loop" or not a.nodes or not b.nodes or a.extra_roots:
+        return False
+    shape = a.root.shape
+    if b.root.shape != shape or b.root in outputs or a.root not in b.inputs:
+        return False
+    members, frontier, seen = set(b.nodes), [a.root], set()
+    while frontier:
+        v = frontier.pop()
+        for n in users.get(v, []):
+            if n not in members or n in seen:
+                continue
+            if ops.category(n.op) != ops.ELEMENTWISE or n.outputs[0].shape != shape:
+                return False
+            seen.add(n)
+            frontier.extend(n.outputs)
+    return True
 
 
 def _grow(root: Node, rid: int, users, producer, outputs, absorbed_in, attention) -> Region:
@@ -513,6 +556,7 @@ def check_partition(graph: Graph, regions: list[Region]) -> None:
         if r.nodes and r.root not in {v for n in r.nodes for v in n.outputs}:
             raise VerifyError(f"partition: region {i} does not compute its root")
         available.add(r.root)
+        available.update(r.extra_roots)
     used_nodes = {n for r in regions for n in r.nodes}
     for n in graph.nodes:
         if n not in used_nodes:

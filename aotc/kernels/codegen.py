@@ -43,7 +43,8 @@ class Kernel:
     splits: int = 1                # split-K: extra params (f32 workspace, tile counters) follow `out`
     workspace: int = 0             # bytes of that workspace
     counters: int = 0              # tile counters (u32) it uses in the arena's zeroed tail
-    views: dict = field(default_factory=dict)   # param -> (input it is a contiguous slice of, byte offset)
+    views: dict = field(default_factory=dict)   # param -> (input it is a slice of, byte offset)
+    extra_outputs: list = field(default_factory=list)   # written after `out` (region.extra_roots)
 
     def sources(self) -> list[Value]:
         """The materialized values the kernel reads (a view's source in its place)."""
@@ -120,6 +121,7 @@ class _Builder:
     def signature(self) -> str:
         ps = [f"const {v.dtype.c} *__restrict__ {self.param_names[v]}" for v in self.params]
         ps.append(f"{self.region.root.dtype.c} *__restrict__ out")
+        ps += [f"{v.dtype.c} *__restrict__ out{j + 1}" for j, v in enumerate(self.region.extra_roots)]
         return ", ".join(ps)
 
     def store_root(self, em: Emitter, idx, overrides=None):
@@ -145,12 +147,14 @@ class _Builder:
         name = f"aotc_{kind}_{digest}"
         text = text.replace("${name}", name)
         region = self.region
-        nbytes = sum(touched_bytes(v, region.nodes) for v in self.params) + region.root.type.nbytes
+        nbytes = sum(touched_bytes(v, region.nodes) for v in self.params) + region.root.type.nbytes \
+            + sum(v.type.nbytes for v in region.extra_roots)
         flops = sum(ops.node_flops(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs])
                     for n in region.nodes)
         return Kernel(name, text, self.params + [region.root], tuple(grid), tuple(block), smem,
                       region, nbytes, flops, splits, extra,
-                      grid[0] * grid[1] * grid[2] // splits if splits > 1 else 0, dict(self.views))
+                      grid[0] * grid[1] * grid[2] // splits if splits > 1 else 0, dict(self.views),
+                      list(region.extra_roots))
 
 
 def slice_offset(n) -> int:
@@ -196,8 +200,10 @@ def _loop(b: _Builder) -> Kernel:
     em = b.emitter(indent=2)
     idx = _unravel(em, "i", root.shape, "o")
     b.store_root(em, idx)
+    for j, v in enumerate(b.region.extra_roots):      # a merged sibling loop: same index, own buffer
+        em.emit(store_expr(f"out{j + 1}", linear(idx, v.shape), em.value(v, idx), v.dtype))
     block = LOOP_BLOCK
-    vector, start = vector_loop(b, _unravel, em.text())
+    vector, start = vector_loop(b, _unravel, em.text()) if not b.region.extra_roots else ("", "0")
     threads = total // (16 // root.dtype.itemsize) if vector else total
     return b.finish("loop", dict(body=em.text(), total=total, block=block, vector=vector, scalar_start=start),
                     _grid_1d(threads, block), (block, 1, 1))

@@ -72,6 +72,7 @@ def build_launches(graph: Graph, regions: list[Region], split_k: bool = True):
 
     # intermediates: written by region i, read until the last region using them
     first = {r.root: i for i, r in enumerate(regions) if r.nodes and r.root not in refs}
+    first.update({v: i for i, r in enumerate(regions) for v in r.extra_roots})
     last = dict(first)
     for i, k in enumerate(kernels):
         for v in k.sources():
@@ -94,6 +95,7 @@ def build_launches(graph: Graph, regions: list[Region], split_k: bool = True):
     for i, k in enumerate(kernels):
         args = [_view_ref(refs, k, v) for v in k.params[:-1]]
         args.append(P.BufferRef("output", index=writes[i]) if i in writes else refs[k.region.root])
+        args += [refs[v] for v in k.extra_outputs]
         if k.splits > 1:
             args += [P.BufferRef("arena", offset=memory.offsets[("split-k workspace", i)]), counter_ref]
         launches.append(P.Launch(k.name, k.grid, k.block, k.smem, args, k.bytes, k.flops,
@@ -128,7 +130,7 @@ def in_place_input(region: Region, kernel: Kernel, first: dict, last: dict):
     the region downstream of it elementwise at the output's shape (an
     injective op on it would turn its index into something else).
     """
-    if region.kind != "loop" or not region.nodes:
+    if region.kind != "loop" or not region.nodes or region.extra_roots:
         return None
     step = first[region.root]
     root_t = region.root.type

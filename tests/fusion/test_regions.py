@@ -266,3 +266,32 @@ def test_gated_unit_over_a_gemms_halves_is_its_epilogue():
     u = b.add("slice", d, start=(0, 6), limit=(4, 11), stride=(1, 1))
     graph = b.build([b.add("mul", g, u)])
     assert sorted(kinds(partition(graph))) == ["dot", "loop"]
+
+
+def _lstm_like_cell():
+    """c = exp(x) + x (a graph output), h = tanh(c) * x read by two reductions: two loops, c then h."""
+    b = GraphBuilder()
+    x = b.input("x", (4, 16))
+    c = b.add("add", b.add("exp", x), x)
+    h = b.add("mul", b.add("tanh", c), x)
+    return b.build([c, b.add("reduce", h, kind="sum", axes=(1,)), b.add("reduce", h, kind="max", axes=(1,))])
+
+
+def test_a_loop_reading_the_previous_loop_elementwise_joins_its_kernel():
+    g = _lstm_like_cell()
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["loop", "reduction", "reduction"]
+    assert regions[0].root is g.outputs[0] and [v.shape for v in regions[0].extra_roots] == [(4, 16)]
+    assert regions[0].inputs == [g.inputs[0]]
+
+
+def test_sibling_loops_stay_apart_through_index_math():
+    b = GraphBuilder()
+    x = b.input("x", (4, 4))
+    c = b.add("exp", x)
+    h = b.add("mul", b.add("transpose", c, permutation=(1, 0)), x)        # reads c transposed
+    g = b.build([c, b.add("reduce", h, kind="sum", axes=(1,)), b.add("reduce", h, kind="max", axes=(1,))])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["loop", "loop", "reduction", "reduction"]

@@ -368,3 +368,13 @@ def test_steps_reading_slices_share_one_kernel(source):
     assert all(k.views for k in step_kernels)
     (view,) = next(k for k in kernels if k.region.root is graph.outputs[-1]).views.values()
     assert view[1] == (1 * 16 + 4) * 4                 # points at x[0, 1, 4]; the start leaves the index math
+
+
+def test_merged_sibling_loops_write_both_results():
+    """One kernel stores c and h (an LSTM cell's two states); both outputs poisoned beforehand."""
+    from tests.fusion.test_regions import _lstm_like_cell
+    rng, seed = fresh_rng()
+    graph = _lstm_like_cell()
+    kernels = check(graph, [random_array(rng, (4, 16))], seed, rtol=1e-5, atol=1e-6,
+                    kinds=["loop", "reduction", "reduction"])
+    assert "out1[" in kernels[0].source and kernels[0].extra_outputs
