@@ -196,20 +196,26 @@ def _build_binaries(kernels, source, names, cubin_archs, ptx_arch, host, host_li
 
     NVRTC releases the GIL and g++ is a subprocess, so threads overlap them:
     on 2 cores ResNet-50's sm_80 + sm_90 + PTX + host build take the time of
-    the longest pair instead of the sum. times['nvrtc'] is the wall time until
+    the longest pair instead of the sum. The PTX comes out of the sm_XY compile
+    of the same number (compile_device_with_ptx), one NVRTC run less. times['nvrtc'] is the wall time until
     the last device target is done, times['host'] the host build's own time.
     Returns (cubins, resources, ptx, host_lib).
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from aotc.kernels.nvrtc_compile import compile_device
+    from aotc.kernels.nvrtc_compile import compile_device, compile_device_with_ptx
     from aotc.kernels.resources import check_kernels
     targets = list(cubin_archs) + ([ptx_arch] if ptx_arch else [])
+    # the PTX for compute_XY comes out of the sm_XY compile when both are asked for
+    twin = "sm_" + ptx_arch[len("compute_"):] if ptx_arch.startswith("compute_") else None
+    twin = twin if twin in cubin_archs else None
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=max(2, min(len(targets) + 1, os.cpu_count() or 2))) as pool:
         if targets:
             say(f"compiling {len(names)} kernels for {', '.join(targets)}")
-        device = {t: pool.submit(compile_device, source, t, fast_compile=fast_compile) for t in targets}
+        both = pool.submit(compile_device_with_ptx, source, twin, fast_compile=fast_compile) if twin else None
+        device = {t: pool.submit(compile_device, source, t, fast_compile=fast_compile)
+                  for t in targets if not (twin and t in (twin, ptx_arch))}
         host_job = None
         if host:
             say("building the host (cpu device) library")
@@ -217,13 +223,13 @@ def _build_binaries(kernels, source, names, cubin_archs, ptx_arch, host, host_li
             host_job = pool.submit(_timed, host_lib or compile_host, source, names)
         cubins, resources = {}, {}     # resources: arch -> kernel -> registers, static_smem, local_bytes
         for a in cubin_archs:
-            cubins[a] = device[a].result()
+            cubins[a] = both.result()[0] if a == twin else device[a].result()
             # Reject here what could not launch there (registers, shared memory, geometry).
             usage = check_kernels(kernels, a, cubins[a])
             resources[a] = {n: usage[n].as_dict() for n in names}
         ptx = b""
         if ptx_arch:
-            ptx = device[ptx_arch].result()
+            ptx = both.result()[1] if twin else device[ptx_arch].result()
             check_kernels(kernels, ptx_arch)
         if targets:
             times["nvrtc"] = time.perf_counter() - start

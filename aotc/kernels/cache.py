@@ -45,19 +45,31 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def cache_lookup(kind: str, key_parts: Sequence[bytes | str]) -> bytes | None:
+    """The cached bytes for `key_parts`, or None (a miss, or caching off)."""
+    if not cache_enabled():
+        return None
+    try:
+        return (cache_dir() / kind / content_key(key_parts)).read_bytes()
+    except OSError:
+        return None
+
+
+def cache_store(kind: str, key_parts: Sequence[bytes | str], data: bytes) -> None:
+    if not cache_enabled():
+        return
+    try:
+        atomic_write(cache_dir() / kind / content_key(key_parts), data)
+    except OSError:
+        pass  # a read-only or full cache must not fail a compile
+
+
 def cached_bytes(kind: str, key_parts: Sequence[bytes | str],
                  produce: Callable[[], bytes]) -> bytes:
     """Return the cached bytes for `key_parts`, running `produce()` on a miss."""
-    if not cache_enabled():
-        return produce()
-    path = cache_dir() / kind / content_key(key_parts)
-    try:
-        return path.read_bytes()
-    except OSError:
-        pass
+    hit = cache_lookup(kind, key_parts)
+    if hit is not None:
+        return hit
     data = produce()
-    try:
-        atomic_write(path, data)
-    except OSError:
-        pass  # a read-only or full cache must not fail a compile
+    cache_store(kind, key_parts, data)
     return data

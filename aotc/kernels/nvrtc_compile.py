@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from aotc.errors import CompileError
-from aotc.kernels.cache import cached_bytes
+from aotc.kernels.cache import cache_lookup, cache_store, cached_bytes
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 _TARGET_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
@@ -91,7 +91,8 @@ def _first_error(log: str) -> str:
     return log.strip().splitlines()[0] if log.strip() else "no log"
 
 
-def _nvrtc_compile(source: str, target: str, options: list[str]) -> bytes:
+def _nvrtc_compile(source: str, target: str, options: list[str], with_ptx: bool = False):
+    """The cubin (sm_XY) or PTX (compute_XY); with_ptx: (cubin, the PTX it was built from)."""
     from cuda.bindings import nvrtc
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"aotc_kernels.cu", 0, [], [])
     _check(err, "program creation")
@@ -103,17 +104,20 @@ def _nvrtc_compile(source: str, target: str, options: list[str]) -> bytes:
         log = log_buf.rstrip(b"\0").decode(errors="replace")
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise CompileError(f"NVRTC compile for {target} failed: {_first_error(log)}", log=log)
-        if target.startswith("sm_"):
-            err, size = nvrtc.nvrtcGetCUBINSize(prog)
-            _check(err, "cubin size")
+        ptx = None
+        if not target.startswith("sm_") or with_ptx:
+            err, size = nvrtc.nvrtcGetPTXSize(prog)
+            _check(err, "PTX size")
             buf = b" " * size
-            _check(nvrtc.nvrtcGetCUBIN(prog, buf)[0], "cubin fetch")
-            return buf
-        err, size = nvrtc.nvrtcGetPTXSize(prog)
-        _check(err, "PTX size")
+            _check(nvrtc.nvrtcGetPTX(prog, buf)[0], "PTX fetch")
+            ptx = buf.rstrip(b"\0")  # ptxas rejects the trailing NUL
+        if not target.startswith("sm_"):
+            return ptx
+        err, size = nvrtc.nvrtcGetCUBINSize(prog)
+        _check(err, "cubin size")
         buf = b" " * size
-        _check(nvrtc.nvrtcGetPTX(prog, buf)[0], "PTX fetch")
-        return buf.rstrip(b"\0")  # ptxas rejects the trailing NUL
+        _check(nvrtc.nvrtcGetCUBIN(prog, buf)[0], "cubin fetch")
+        return (buf, ptx) if with_ptx else buf
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 
@@ -126,12 +130,35 @@ def compile_device(source: str, target: str, *, fast_math: bool = True, fast_com
     if not _TARGET_RE.match(target):
         raise CompileError(f"bad GPU target {target!r}: expected sm_XY or compute_XY, e.g. sm_90")
     options = _options(target, fast_math, fast_compile)
-    version = nvrtc_version()
+    return cached_bytes("nvrtc", _key(source, options), lambda: _nvrtc_compile(source, target, options))
+
+
+def _key(source: str, options: list[str]) -> list[str]:
     # Include paths are left out of the key (they move between venvs);
     # what they hold is keyed by the package versions and templates_hash().
     flags = [o for o in options if not o.startswith("-I")]
-    key = [source, "\0".join(flags), f"nvrtc={version}", cuda_package_versions(), templates_hash()]
-    return cached_bytes("nvrtc", key, lambda: _nvrtc_compile(source, target, options))
+    return [source, "\0".join(flags), f"nvrtc={nvrtc_version()}", cuda_package_versions(), templates_hash()]
+
+
+def compile_device_with_ptx(source: str, sm_target: str, *, fast_math: bool = True,
+                            fast_compile: bool = False) -> tuple[bytes, bytes]:
+    """(cubin for sm_XY, PTX for compute_XY) from one NVRTC run.
+
+    Compiling for sm_XY produces the very PTX a compute_XY compile does (checked
+    byte for byte on ViT's module), so the default targets (sm_80, sm_90 + PTX
+    compute_90) need two front-end runs, not three. Both land in the cache under
+    the keys compile_device uses.
+    """
+    if not re.match(r"sm_\d+\Z", sm_target):
+        raise CompileError(f"bad GPU target {sm_target!r}: expected sm_XY")
+    ptx_target = "compute_" + sm_target[3:]
+    sm_opts, ptx_opts = (_options(t, fast_math, fast_compile) for t in (sm_target, ptx_target))
+    cubin, ptx = cache_lookup("nvrtc", _key(source, sm_opts)), cache_lookup("nvrtc", _key(source, ptx_opts))
+    if cubin is None or ptx is None:
+        cubin, ptx = _nvrtc_compile(source, sm_target, sm_opts, with_ptx=True)
+        cache_store("nvrtc", _key(source, sm_opts), cubin)
+        cache_store("nvrtc", _key(source, ptx_opts), ptx)
+    return cubin, ptx
 
 
 def find_nvcc() -> str | None:

@@ -72,3 +72,18 @@ def test_fast_compile_gives_a_different_valid_cubin():
     fast = compile_device(SOURCE, "sm_80", fast_compile=True)
     assert elf_machine_and_arch(fast) == (EM_CUDA, 80)
     assert fast != compile_device(SOURCE, "sm_80")
+
+
+def test_one_sm_compile_gives_the_compute_ptx_too(tmp_path, monkeypatch):
+    """compile_device_with_ptx's PTX is what a compute_90 compile makes, and lands in that compile's cache slot."""
+    from aotc.kernels.nvrtc_compile import compile_device_with_ptx
+    monkeypatch.setenv("AOTC_CACHE_DIR", str(tmp_path))
+    cubin, ptx = compile_device_with_ptx(SOURCE, "sm_90")
+    assert cubin[:4] == b"\x7fELF" and b".target sm_90" in ptx
+    assert compile_device(SOURCE, "sm_90") == cubin
+    monkeypatch.setenv("AOTC_NO_CACHE", "1")                 # a real compute_90 compile, no cache
+    assert compile_device(SOURCE, "compute_90") == ptx
+    monkeypatch.delenv("AOTC_NO_CACHE")
+    assert compile_device(SOURCE, "compute_90") == ptx       # and the cached one
+    with pytest.raises(CompileError, match="expected sm_XY"):
+        compile_device_with_ptx(SOURCE, "compute_90")
