@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from aotc.kernels.emitter import Emitter, store_expr
+from aotc.kernels.emitter import Emitter, linear, store_expr
 
 LAYOUTS = {   # half(l), offset(l), the paired accumulator
     "simt": ("({l} >> 5)", "({l} & 31)", "acc[i][j ^ 2]"),
@@ -63,6 +63,5 @@ def gated_epilogue(b, unravel, layout: str, bshape, mshape, f: int, indent: int)
     em.emit(f"const float accp = {pair};")
     idx = (unravel(em, "b", bshape, "ob") if bshape else []) + unravel(em, "m", mshape, "om") + ["nc"]
     root = b.region.root
-    from aotc.kernels.emitter import linear
     em.emit(store_expr("out", linear(idx, root.shape), em.value(root, idx), root.dtype))
     return em

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from aotc.ir import ops
 from aotc.ir.graph import Value
+from aotc.kernels.emitter import load_expr, store_expr
 
 MIN_ELEMENTS = 4096      # smaller loops gain nothing and would only grow the source
 MAX_BODY = 4000          # characters of the scalar body
@@ -40,15 +41,6 @@ def _direct_params(b, root: Value) -> list[Value]:
     return out
 
 
-def _element(v: Value, vec: str, e: int) -> str:
-    from aotc.ir import dtypes
-    if v.dtype == dtypes.f16:
-        return f"__half2float({vec}.v[{e}])"
-    if v.dtype == dtypes.bf16:
-        return f"__bfloat162float({vec}.v[{e}])"
-    return f"{vec}.v[{e}]"
-
-
 def vector_loop(b, unravel, scalar_body: str) -> tuple[str, str]:
     """(code of the vector loop, first element the scalar loop handles); ("", "0") when not worth it:
     small loops, 1- and 8-byte types, loops without a direct input, and bodies so large (a 200-way
@@ -73,11 +65,11 @@ def vector_loop(b, unravel, scalar_body: str) -> tuple[str, str]:
     for e in range(vec):
         em.open(f"/* element {e} */")
         for v in direct:
-            em.overrides[v] = _element(v, f"{b.param_names[v]}v", e)
+            em.overrides[v] = load_expr(f"{b.param_names[v]}v.v", str(e), v.dtype)
         em.emit(f"const {b.idx_t} i = q * {vec} + {e};")
         idx = unravel(em, "i", root.shape, f"o{e}_")
         val = em.value(root, idx)
-        em.emit(f"res.v[{e}] = {_store(root, val)};")
+        em.emit(store_expr("res.v", str(e), val, root.dtype))
         em.close()
     em.emit(f"reinterpret_cast<aotc_vec16<{c}> *>(out)[q] = res;")
     code = "\n".join([
@@ -88,11 +80,3 @@ def vector_loop(b, unravel, scalar_body: str) -> tuple[str, str]:
         "  }"])
     return code, f"nvec * {vec}"
 
-
-def _store(root: Value, val: str) -> str:
-    from aotc.ir import dtypes
-    if root.dtype == dtypes.f16:
-        return f"__float2half({val})"
-    if root.dtype == dtypes.bf16:
-        return f"__float2bfloat16({val})"
-    return f"({root.dtype.c})({val})"
