@@ -444,16 +444,7 @@ def _find_epilogue_anchor(root: Node, users, producer, outputs, reasons):
     if not all(u in seen for u in users.get(anchor.outputs[0], [])):
         reasons.append(f"{anchor.op} '{anchor.name}' not fused as epilogue: used outside the region")
         return None, []
-    depends = {anchor}
-    epilogue = []
-    changed = True
-    while changed:
-        changed = False
-        for n in chain:
-            if n not in depends and any(producer.get(v) in depends for v in n.inputs):
-                depends.add(n)
-                epilogue.append(n)
-                changed = True
+    epilogue = _dependents(chain, {anchor}, producer)
     # a chain node feeding the epilogue but not depending on the anchor must be
     # exclusive to the region; those are simply prologue members
     return anchor, epilogue
@@ -509,17 +500,22 @@ def _gated_anchor(root: Node, users, producer, outputs):
     _, rf = ops.dot_free_dims(a, node.inputs[0].type.rank, node.inputs[1].type.rank)
     if len(rf) != 1 or node.outputs[0] in outputs or any(v in outputs for n in pre for v in n.outputs):
         return none
-    depends = {node, *pre, *slices}
-    epilogue = list(pre) + list(slices)
+    epilogue = list(pre) + list(slices) + _dependents(chain, {node, *pre, *slices}, producer)
+    return node, epilogue, f
+
+
+def _dependents(chain, seeds: set, producer) -> list[Node]:
+    """The nodes of `chain` that depend on `seeds` (directly or through each other): an epilogue."""
+    depends, out = set(seeds), []
     changed = True
     while changed:
         changed = False
         for n in chain:
             if n not in depends and any(producer.get(v) in depends for v in n.inputs):
                 depends.add(n)
-                epilogue.append(n)
+                out.append(n)
                 changed = True
-    return node, epilogue, f
+    return out
 
 
 def _region_inputs(region: Region) -> list[Value]:
