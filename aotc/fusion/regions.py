@@ -12,6 +12,9 @@ graph output, or a value some consumer region did not absorb):
   each GEMM's prologue (*norm prologue*): the GEMM derives the row statistics
   of its 64-row tile in a pre-pass, so the normalized tensor never goes
   through memory and the norm needs no kernel of its own;
+- a pointwise (1x1) conv fed by a depthwise conv takes that conv, its
+  epilogue and its own fused expansion as prologue (*depthwise prologue*,
+  MobileNet's inverted-residual block in one kernel, see depthwise_prologue);
 - elementwise, injective and source producers are absorbed as *prologue*
   (loop body, operand loads) when all their users are in the region;
   injective and source ops (pure index math) are absorbed even when they have
@@ -190,6 +193,12 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
         if norm:
             members |= norm
             restricted.update({m: True for m in norm})
+        staged, why = depthwise_prologue(anchor, users, producer, outputs)
+        if why:
+            pre_reasons.append(why)
+        if staged:            # computed once per staged element: elementwise prologues may join it
+            members |= staged
+            restricted.update({m: False for m in staged})
     changed = True
     while changed:              # a producer shared by two members joins once both are in
         changed, reasons = False, list(pre_reasons)
@@ -223,7 +232,8 @@ def _absorb_refusal(p: Node, v: Value, restricted: bool, anchor, allow_rows: boo
                     users, members, outputs) -> str:
     """Why producer `p` of `v` cannot join the region ("" if it can)."""
     cat = ops.category(p.op)
-    if cat == ops.CONV and _expand_into_depthwise(p, v, anchor, users, members, outputs):
+    if cat == ops.CONV and _expand_into_depthwise(p, v, _staged_conv(anchor, members), anchor, users, members,
+                                                  outputs):
         return ""
     if cat == ops.REDUCTION and allow_rows and anchor is None and v not in outputs:
         if _row_reduce_ok(p, root.outputs[0].shape, users, members):
@@ -259,7 +269,67 @@ def staged_depthwise(n: Node | None) -> bool:
 MAX_FUSED_CONV_K = 64       # taps x input channels of a dense conv recomputed per staged element
 
 
-def _expand_into_depthwise(p: Node, v: Value, anchor, users, members, outputs) -> bool:
+def pointwise_conv(n: Node | None) -> bool:
+    """A 1x1, stride-1, unpadded, ungrouped NHWC 2-D conv: a GEMM over pixels x channels."""
+    if n is None or n.op != "convolution":
+        return False
+    x, w = n.inputs
+    a = n.attrs
+    return (a.get("layout") == "NHWC" and x.type.rank == 4 and a["groups"] == 1
+            and all(k == 1 for k in w.shape[1:-1]) and all(s == 1 for s in a["strides"])
+            and all(tuple(q) == (0, 0) for q in a["padding"]))
+
+
+def _staged_conv(anchor, members):
+    """The region's staged depthwise conv: the anchor, or one a pointwise anchor took as prologue."""
+    if staged_depthwise(anchor):
+        return anchor
+    if pointwise_conv(anchor):
+        return next((m for m in members if m is not anchor and staged_depthwise(m)), None)
+    return None
+
+
+def depthwise_prologue(anchor: Node, users, producer, outputs) -> tuple[set[Node], str]:
+    """(a depthwise conv and its elementwise epilogue that a pointwise conv computes as its
+    prologue, why not: "" or a reason).
+
+    MobileNet's block is expand (1x1) -> depthwise (3x3) -> project (1x1). The
+    depthwise kernel already computes the expansion while it stages its patch;
+    with this the project conv runs in the same kernel too, so the block's two
+    expanded tensors (6x the block's channels) never go through memory. Each
+    depthwise block keeps its tile's result in shared memory and multiplies it
+    by its channels' rows of the project weights; the channel blocks' partial
+    sums meet as split-K partials (kernels/codegen_conv.py).
+    """
+    if not pointwise_conv(anchor):
+        return set(), ""
+    x = anchor.inputs[0]
+    chain: set[Node] = set()
+    frontier, dw = [x], None
+    while frontier:                 # elementwise ops at x's shape, up to one staged depthwise conv
+        v = frontier.pop()
+        p = producer.get(v)
+        if p is None or p in chain or v in outputs:
+            continue
+        if staged_depthwise(p) and dw in (None, p) and v.shape == x.shape:
+            dw = p
+            chain.add(p)
+        elif ops.category(p.op) == ops.ELEMENTWISE and v.shape == x.shape and len(p.outputs) == 1:
+            chain.add(p)
+            frontier += p.inputs
+    if dw is None:
+        return set(), ""
+    outside = [n for n in chain for v in n.outputs for u in users.get(v, []) if u not in chain and u is not anchor]
+    if outside or x in outputs:
+        return set(), f"convolution '{dw.name}' not fused into pointwise conv '{anchor.name}': result used elsewhere"
+    from aotc.kernels.codegen_conv import depthwise_project_fits
+    why = depthwise_project_fits(dw, anchor)
+    if why:
+        return set(), f"convolution '{dw.name}' not fused into pointwise conv '{anchor.name}': {why}"
+    return chain, ""
+
+
+def _expand_into_depthwise(p: Node, v: Value, dw, anchor, users, members, outputs) -> bool:
     """A conv whose result only feeds a staged depthwise conv, cheap enough to recompute there.
 
     The depthwise kernel then computes it while it stages its input patch (a
@@ -268,9 +338,9 @@ def _expand_into_depthwise(p: Node, v: Value, anchor, users, members, outputs) -
     block's largest tensor) and a dense conv of at most MAX_FUSED_CONV_K taps x
     channels (MobileNet's and EfficientNet's 3x3 stem on the 3-channel image).
     """
-    if not staged_depthwise(anchor) or v in outputs or len(p.outputs) != 1:
+    if dw is None or v in outputs or len(p.outputs) != 1:
         return False
-    if any(m.op == "convolution" and m is not anchor for m in members):
+    if any(m.op == "convolution" and m is not dw and m is not anchor for m in members):
         return False
     x, w = p.inputs
     a = p.attrs

@@ -129,9 +129,13 @@ class _Builder:
         val = em.value(root, idx)
         em.emit(store_expr("out", linear(idx, root.shape), val, root.dtype))
 
-    def finish(self, kind: str, slots: dict, grid, block, smem=0) -> Kernel:
+    def finish(self, kind: str, slots: dict, grid, block, smem=0, split=None) -> Kernel:
+        """`split` = (splits, workspace bytes, tile counters) of a kernel doing its own split handoff."""
         slots = dict({"row_stats": ""}, **slots)
-        params, splits, extra = self.signature(), 1, 0
+        params, splits, extra, counters = self.signature(), 1, 0, 0
+        if split is not None:
+            splits, extra, counters = split
+            params += ", float *__restrict__ aotc_ws, unsigned int *__restrict__ aotc_sem"
         if kind in split_k.GEMM_TEMPLATES:
             B, M, N, K = (slots[key] for key in ("batch", "m", "n", "k"))
             more, splits, _ = split_k.split_slots(kind, B, M, N, K, self.idx_t, self.split_k)
@@ -140,6 +144,7 @@ class _Builder:
                 grid = (grid[0], grid[1], B * splits)
                 params += ", float *__restrict__ aotc_ws, unsigned int *__restrict__ aotc_sem"
                 extra = splits * B * M * N * 4          # f32 partials: L2-resident (see split_k.py)
+                counters = grid[0] * grid[1] * grid[2] // splits
         slots = dict(slots, name="${name}", params=params, idx_t=self.idx_t,
                      what=self.region.describe().replace("\n", " "))
         text = _template(kind).safe_substitute(slots)
@@ -152,8 +157,7 @@ class _Builder:
         flops = sum(ops.node_flops(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs])
                     for n in region.nodes)
         return Kernel(name, text, self.params + [region.root], tuple(grid), tuple(block), smem,
-                      region, nbytes, flops, splits, extra,
-                      grid[0] * grid[1] * grid[2] // splits if splits > 1 else 0, dict(self.views),
+                      region, nbytes, flops, splits, extra, counters, dict(self.views),
                       list(region.extra_roots))
 
 
@@ -407,6 +411,8 @@ def _conv(b: _Builder) -> Kernel:
     total = out.type.size
     if a.get("layout", "NCHW") == "NHWC":
         from aotc.kernels import codegen_conv as cc
+        if cc.project_source(b.region) is not None:
+            return cc.generate_depthwise_project(b)
         if cc.is_depthwise(b) and cc.depthwise_fits(b):
             return cc.generate_depthwise(b)
         if a["groups"] == 1:

@@ -9,7 +9,11 @@ falls in the padding), and B[k, o] is w[o, kh, kw, c] (weights are stored
 on tensor cores) with conv-specific operand loads; only the index math differs.
 Depthwise convs (one filter per channel) do too little work per byte for a GEMM
 and get their own kernel (templates/depthwise.cu), which may also compute a
-fused 1x1 expansion conv while it stages its input patch. Everything else
+fused 1x1 expansion conv while it stages its input patch. A 1x1 conv fed by
+such a depthwise conv runs in that kernel too (templates/depthwise_project.cu):
+the depthwise result stays in shared memory and each block multiplies its
+channels into the pointwise outputs, channel splits meeting as split-K
+partials (MobileNet's whole block, one kernel). Everything else
 (NCHW, grouped convs, windows too large for shared memory) stays on the direct
 kernel in codegen.py.
 """
@@ -23,6 +27,7 @@ from aotc.kernels.codegen import Kernel, _Builder, _unravel, dot_epilogue, dot_f
 DW_CHANNELS = 32            # channels per depthwise block (threads are channel-fastest)
 DW_BLOCK = 256
 DW_SMEM_LIMIT = 48 * 1024   # static shared memory per block on every target
+MAX_PROJECT_OUTPUTS = 16 * DW_BLOCK   # pointwise outputs per depthwise_project tile: 16 partial sums a thread
 
 
 def conv_geometry(b: _Builder):
@@ -90,21 +95,26 @@ def generate_implicit_gemm(b: _Builder) -> Kernel:
     return b.finish("dot", slots, grid, (256, 1, 1))
 
 
-def _depthwise_tiles(kshape, strides, dils, tc):
-    """Output tiles (th, tw, ih, iw) <= 8x8 whose input patch and filters fit the smem budget, largest first."""
+def _depthwise_tiles(kshape, strides, dils, tc, project: int = 0):
+    """Output tiles (th, tw, ih, iw) <= 8x8 whose input patch and filters fit the smem budget, largest first.
+
+    `project` > 0: the tile also keeps its depthwise result in shared memory and
+    feeds that many pointwise outputs per pixel (depthwise_project.cu), at most
+    MAX_PROJECT_OUTPUTS per tile."""
     for th, tw in ((8, 8), (4, 8), (4, 4), (2, 4), (2, 2), (1, 2), (1, 1)):
         ih = (th - 1) * strides[0] + (kshape[0] - 1) * dils[0] + 1
         iw = (tw - 1) * strides[1] + (kshape[1] - 1) * dils[1] + 1
-        if (ih * iw + kshape[0] * kshape[1]) * tc * 4 <= DW_SMEM_LIMIT:
+        floats = (ih * iw + kshape[0] * kshape[1]) * tc + (th * tw * (tc + 1) if project else 0)
+        if floats * 4 <= DW_SMEM_LIMIT and th * tw * project <= MAX_PROJECT_OUTPUTS:
             yield th, tw, ih, iw
 
 
-def _depthwise_tile(kshape, strides, dils, tc, out_shape=None):
+def _depthwise_tile(kshape, strides, dils, tc, out_shape=None, project: int = 0):
     """The tile to use (None if none fits): the largest that still gives half the GPU's SMs a
     block (batch-1 late stages: 7x7x960 makes 30 blocks of 8x8 but 120 of 4x4), going no
     smaller than 2x4 for that (8 pixels x 32 channels keep all 256 threads busy)."""
     from aotc.kernels.split_k import TARGET_SMS
-    tiles = list(_depthwise_tiles(kshape, strides, dils, tc))
+    tiles = list(_depthwise_tiles(kshape, strides, dils, tc, project))
     busy = [t for t in tiles if t[0] * t[1] >= 8]
     if not busy or out_shape is None:
         return tiles[0] if tiles else None
@@ -157,24 +167,36 @@ def _expansion(em, conv) -> None:
     em.close()
 
 
-def generate_depthwise(b: _Builder) -> Kernel:
-    """One filter per channel (NHWC, 2-D): input patch and filters staged in shared memory per tile."""
-    x, w, out, a, _ = conv_geometry(b)
-    n_img, oh_n, ow_n, chans = out.shape
+def _staging(b: _Builder, conv, project: int = 0, indent: int = 3):
+    """Geometry and patch/filter staging slots of depthwise conv `conv` (a fused expansion included)."""
+    x, w = conv.inputs
+    out, a = conv.outputs[0], conv.attrs
+    chans = out.shape[-1]
     kh, kw = w.shape[1:3]
     tc = min(DW_CHANNELS, 1 << max(0, (chans - 1).bit_length()))
-    th, tw, ih, iw = _depthwise_tile((kh, kw), a["strides"], a["dilations"], tc, out.shape)
+    th, tw, ih, iw = _depthwise_tile((kh, kw), a["strides"], a["dilations"], tc, out.shape, project)
     (ph, _), (pw, _) = a["padding"]
     sh, sw = a["strides"]
     dh, dw = a["dilations"]
     rnd = "aotc_tf32" if a.get("precision") == "tf32" else ""   # a dense 1-channel conv may land here
-    inner = [n for n in b.region.nodes if n.op == "convolution" and n is not b.region.anchor]
-    emx = b.emitter(indent=3, overrides={inner[0].outputs[0]: "ex"} if inner else None)
+    inner = [n for n in b.region.nodes if n.op == "convolution" and n is not conv and n is not b.region.anchor]
+    emx = b.emitter(indent=indent, overrides={inner[0].outputs[0]: "ex"} if inner else None)
     if inner:                        # a fused 1x1 expansion: computed per staged element
         _expansion(emx, inner[0])
     emx.emit(f"v = {rnd}({emx.value(x, ['n', 'yi', 'xi', 'c'])});")
-    emw = b.emitter(indent=3)
+    emw = b.emitter(indent=indent)
     emw.emit(f"v = {rnd}({emw.value(w, ['c', 'ky', 'kx', '0'])});")
+    return dict(load_x=emx.text(), load_w=emw.text(), th=th, tw=tw, ih=ih, iw=iw,
+                tc=tc, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, ph=ph, pw=pw, tiles_w=math.ceil(out.shape[2] / tw),
+                height=x.shape[1], width=x.shape[2], chans=chans, out_h=out.shape[1], out_w=out.shape[2],
+                block=DW_BLOCK, lanes=DW_BLOCK // tc)
+
+
+def generate_depthwise(b: _Builder) -> Kernel:
+    """One filter per channel (NHWC, 2-D): input patch and filters staged in shared memory per tile."""
+    x, w, out, a, _ = conv_geometry(b)
+    n_img, oh_n, ow_n, chans = out.shape
+    slots = _staging(b, b.region.anchor)
     root = b.region.root
     epi = b.emitter(indent=2, overrides={out: "acc"})
     if root.shape == out.shape:
@@ -183,13 +205,102 @@ def generate_depthwise(b: _Builder) -> Kernel:
         epi.emit(f"const {b.idx_t} lin = ((n * {oh_n} + oh) * {ow_n} + ow) * {chans} + c;")
         idx = _unravel(epi, "lin", root.shape, "e")
     b.store_root(epi, idx)
-    tiles_w = math.ceil(ow_n / tw)
-    slots = dict(load_x=emx.text(), load_w=emw.text(), epilogue=epi.text(), th=th, tw=tw, ih=ih, iw=iw,
-                 tc=tc, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, ph=ph, pw=pw, tiles_w=tiles_w,
-                 height=x.shape[1], width=x.shape[2], chans=chans, out_h=oh_n, out_w=ow_n, block=DW_BLOCK,
-                 lanes=DW_BLOCK // tc)
-    grid = (math.ceil(oh_n / th) * tiles_w, math.ceil(chans / tc), n_img)
+    slots["epilogue"] = epi.text()
+    grid = (math.ceil(oh_n / slots["th"]) * slots["tiles_w"], math.ceil(chans / slots["tc"]), n_img)
     return b.finish("depthwise", slots, grid, (DW_BLOCK, 1, 1))
 
 
-__all__ = ["generate_implicit_gemm", "generate_depthwise", "is_depthwise", "depthwise_fits"]
+def _project_plan(dw, proj, split: bool = True):
+    """(tile, splits, channel chunks per split, workspace bytes, pixel tiles) of a depthwise_project
+    kernel, or a reason string when none fits.
+
+    Splits over the depthwise channels fill half the GPU's SMs with blocks, but
+    only while the partials (splits x outputs per pixel) stay no larger than the
+    depthwise result they replace (channels per pixel): past that the fusion
+    would move more bytes through L2 than it saves in HBM.
+    """
+    from aotc.kernels.split_k import MAX_WORKSPACE, TARGET_SMS
+    out = dw.outputs[0]
+    n_img, oh, ow, chans = out.shape
+    outs = proj.outputs[0].shape[-1]
+    tc = min(DW_CHANNELS, 1 << max(0, (chans - 1).bit_length()))
+    tile = _depthwise_tile(dw.inputs[1].shape[1:3], dw.attrs["strides"], dw.attrs["dilations"], tc, out.shape,
+                           outs)
+    if tile is None:
+        return f"{outs} pointwise outputs per pixel do not fit a tile"
+    tiles = n_img * math.ceil(oh / tile[0]) * math.ceil(ow / tile[1])
+    if n_img > 65535:
+        return f"batch {n_img} exceeds the grid's z limit"
+    chunks = math.ceil(chans / tc)
+    want = math.ceil(TARGET_SMS / 2 / tiles)
+    splits = max(1, min(chunks, want, chans // outs)) if split else 1
+    per = math.ceil(chunks / splits)
+    splits = math.ceil(chunks / per)
+    workspace = 4 * splits * tiles * tile[0] * tile[1] * outs if splits > 1 else 0
+    if workspace > MAX_WORKSPACE:
+        return f"split partials of {workspace >> 20} MiB exceed the workspace cap"
+    return tile, splits, per, workspace, tiles
+
+
+def project_source(region):
+    """The depthwise conv a pointwise-conv region computes as its prologue (None if it has none)."""
+    from aotc.fusion.regions import pointwise_conv, staged_depthwise
+    if not pointwise_conv(region.anchor):
+        return None
+    return next((n for n in region.nodes if n is not region.anchor and staged_depthwise(n)), None)
+
+
+def depthwise_project_fits(dw, proj) -> str:
+    """"" when the depthwise_project kernel can run depthwise conv `dw` feeding pointwise conv `proj`, else why not."""
+    plan = _project_plan(dw, proj)
+    return plan if isinstance(plan, str) else ""
+
+
+def generate_depthwise_project(b: _Builder) -> Kernel:
+    """A depthwise conv (its expansion and epilogue included) and the pointwise conv it feeds, one kernel."""
+    proj = b.region.anchor
+    x, wp = proj.inputs
+    dw = project_source(b.region)
+    tile, splits, per, workspace, tiles = _project_plan(dw, proj, b.split_k)
+    outs = proj.outputs[0].shape[-1]
+    slots = _staging(b, dw, outs, indent=4)
+    assert (slots["th"], slots["tw"]) == tile[:2]
+    rnd = "aotc_tf32" if proj.attrs.get("precision") == "tf32" else ""
+    emd = b.emitter(indent=5, overrides={dw.outputs[0]: "acc"})
+    emd.emit(f"d = {rnd}({emd.value(x, ['n', 'oh', 'ow', 'c'])});")
+    emp = b.emitter(indent=5)
+    emp.emit(f"const float wv = {rnd}({emp.value(wp, ['o', '0', '0', 'c'])});")
+    n_img, oh, ow, _ = proj.outputs[0].shape
+    epi = dot_epilogue(b, [], [n_img, oh, ow], [outs], n_img * oh * ow, outs, indent=3)
+    pixels = tile[0] * tile[1]
+    fixup = ""
+    if splits > 1:
+        fixup = f"""  {{   // the tile's {splits} channel splits meet: partials -> workspace, the last block adds them in order
+    const long long tiles = (long long)gridDim.x * gridDim.z, tile = (long long)n * gridDim.x + blockIdx.x;
+    float *mine = aotc_ws + ((long long)blockIdx.y * tiles + tile) * {pixels * outs}LL;
+#pragma unroll
+    for (int r = 0; r < {math.ceil(pixels * outs / DW_BLOCK)}; ++r) {{
+      const int e = threadIdx.x + {DW_BLOCK} * r;
+      if (e < {pixels * outs}) mine[e] = pacc[r];
+    }}
+    if (!aotc_split_last(aotc_sem + tile, {splits}u)) return;
+#pragma unroll
+    for (int r = 0; r < {math.ceil(pixels * outs / DW_BLOCK)}; ++r) {{
+      const int e = threadIdx.x + {DW_BLOCK} * r;
+      if (e >= {pixels * outs}) continue;
+      float s = 0.0f;
+      for (int q = 0; q < {splits}; ++q) s += aotc_ld_cg(aotc_ws + ((long long)q * tiles + tile) * {pixels * outs}LL + e);
+      pacc[r] = s;
+    }}
+  }}"""
+    stage = (slots["ih"] * slots["iw"] + slots["kh"] * slots["kw"]) * slots["tc"]
+    slots.update(dw_value=emd.text(), load_wp=emp.text(), epilogue=epi.text(), oc=outs, splits=splits,
+                 per_split=per * slots["tc"], chunks=per, reps=math.ceil(pixels * outs / DW_BLOCK),
+                 stage_floats=stage, smem_floats=stage + pixels * (slots["tc"] + 1), split_fixup=fixup)
+    grid = (math.ceil(oh / tile[0]) * slots["tiles_w"], splits, n_img)
+    return b.finish("depthwise_project", slots, grid, (DW_BLOCK, 1, 1),
+                    split=(splits, workspace, tiles) if splits > 1 else None)
+
+
+__all__ = ["generate_implicit_gemm", "generate_depthwise", "generate_depthwise_project", "is_depthwise",
+           "depthwise_fits", "depthwise_project_fits"]

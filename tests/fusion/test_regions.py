@@ -295,3 +295,39 @@ def test_sibling_loops_stay_apart_through_index_math():
     regions = partition(g)
     check_partition(g, regions)
     assert kinds(regions) == ["loop", "loop", "reduction", "reduction"]
+
+
+def _dw_block(b, x, cexp, cout, relu_out=False):
+    """1x1 expand -> 3x3 depthwise -> relu -> 1x1 project, NHWC (ones as weights: decisions only)."""
+    def conv(v, o, k, groups):
+        w = b.constant(np.ones((o, k, k, v.shape[-1] // groups), np.float32))
+        p = (k // 2, k // 2)
+        return b.add("convolution", v, w, strides=(1, 1), padding=(p, p), dilations=(1, 1), groups=groups,
+                     layout="NHWC")
+    e = conv(x, cexp, 1, 1)
+    d = b.add("tanh", conv(e, cexp, 3, cexp))
+    return d, conv(d, cout, 1, 1)
+
+
+def test_depthwise_and_its_expansion_join_the_project_conv():
+    """MobileNet's whole inverted-residual block is one conv region: expand and depthwise are prologue."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 14, 14, 8))
+    _, y = _dw_block(b, x, 48, 8)
+    g = b.build([b.add("add", y, x)])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["conv"]
+    assert sum(n.op == "convolution" for n in regions[0].nodes) == 3
+
+
+def test_depthwise_result_used_twice_keeps_its_own_kernel():
+    b = GraphBuilder()
+    x = b.input("x", (1, 14, 14, 8))
+    d, y = _dw_block(b, x, 48, 8)
+    g = b.build([y, b.add("exp", d)])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert sorted(kinds(regions)) == ["conv", "conv", "loop"]     # depthwise, project, exp
+    proj = next(r for r in regions if r.root is g.outputs[0])
+    assert any("not fused into pointwise conv" in why and "used elsewhere" in why for why in proj.reasons)

@@ -62,6 +62,15 @@ __device__ __forceinline__ bool aotc_split_last(unsigned int *counter, unsigned 
   return last;
 }
 
+// A load of data other blocks wrote during this launch: through L2, past the (incoherent) L1.
+__device__ __forceinline__ float aotc_ld_cg(const float *p) {
+#if defined(AOTC_HOST_EMU)
+  return *p;
+#else
+  return __ldcg(p);
+#endif
+}
+
 // The split-K handoff of one thread's accumulators (aotc/kernels/split_k.py), not inlined:
 // one copy per module serves every split kernel, which keeps NVRTC's time down.
 // acc[e] (e = i * nj + j) is the tile element (m_at(i), n_at(j)) where m_at(i) = m_base +
@@ -100,13 +109,7 @@ __device__ __noinline__ bool aotc_split_handoff(float *acc, bool mma, int m_base
     if (m >= M || n >= N) continue;
     const float *p = ws + part + (long long)m * N + n;
     float s = 0.0f;
-    for (int q = 0; q < splits; ++q) {
-#if defined(AOTC_HOST_EMU)
-      s += p[q * slice];
-#else
-      s += __ldcg(p + q * slice);
-#endif
-    }
+    for (int q = 0; q < splits; ++q) s += aotc_ld_cg(p + q * slice);
     acc[e] = s;
   }
   return true;
