@@ -109,12 +109,12 @@ def _depthwise_tiles(kshape, strides, dils, tc, project: int = 0):
             yield th, tw, ih, iw
 
 
-def _depthwise_tile(kshape, strides, dils, tc, out_shape=None, project: int = 0):
+def _depthwise_tile(kshape, strides, dils, tc, out_shape=None):
     """The tile to use (None if none fits): the largest that still gives half the GPU's SMs a
     block (batch-1 late stages: 7x7x960 makes 30 blocks of 8x8 but 120 of 4x4), going no
     smaller than 2x4 for that (8 pixels x 32 channels keep all 256 threads busy)."""
     from aotc.kernels.split_k import TARGET_SMS
-    tiles = list(_depthwise_tiles(kshape, strides, dils, tc, project))
+    tiles = list(_depthwise_tiles(kshape, strides, dils, tc))
     busy = [t for t in tiles if t[0] * t[1] >= 8]
     if not busy or out_shape is None:
         return tiles[0] if tiles else None
@@ -167,14 +167,14 @@ def _expansion(em, conv) -> None:
     em.close()
 
 
-def _staging(b: _Builder, conv, project: int = 0, indent: int = 3):
+def _staging(b: _Builder, conv, tile=None, indent: int = 3):
     """Geometry and patch/filter staging slots of depthwise conv `conv` (a fused expansion included)."""
     x, w = conv.inputs
     out, a = conv.outputs[0], conv.attrs
     chans = out.shape[-1]
     kh, kw = w.shape[1:3]
     tc = min(DW_CHANNELS, 1 << max(0, (chans - 1).bit_length()))
-    th, tw, ih, iw = _depthwise_tile((kh, kw), a["strides"], a["dilations"], tc, out.shape, project)
+    th, tw, ih, iw = tile or _depthwise_tile((kh, kw), a["strides"], a["dilations"], tc, out.shape)
     (ph, _), (pw, _) = a["padding"]
     sh, sw = a["strides"]
     dh, dw = a["dilations"]
@@ -224,18 +224,24 @@ def _project_plan(dw, proj, split: bool = True):
     n_img, oh, ow, chans = out.shape
     outs = proj.outputs[0].shape[-1]
     tc = min(DW_CHANNELS, 1 << max(0, (chans - 1).bit_length()))
-    tile = _depthwise_tile(dw.inputs[1].shape[1:3], dw.attrs["strides"], dw.attrs["dilations"], tc, out.shape,
-                           outs)
-    if tile is None:
-        return f"{outs} pointwise outputs per pixel do not fit a tile"
-    tiles = n_img * math.ceil(oh / tile[0]) * math.ceil(ow / tile[1])
     if n_img > 65535:
         return f"batch {n_img} exceeds the grid's z limit"
+    fits = list(_depthwise_tiles(dw.inputs[1].shape[1:3], dw.attrs["strides"], dw.attrs["dilations"], tc, outs))
+    if not fits:
+        return f"{outs} pointwise outputs per pixel do not fit a tile"
     chunks = math.ceil(chans / tc)
-    want = math.ceil(TARGET_SMS / 2 / tiles)
-    splits = max(1, min(chunks, want, chans // outs)) if split else 1
-    per = math.ceil(chunks / splits)
-    splits = math.ceil(chunks / per)
+    cap = max(1, min(chunks, chans // outs)) if split else 1
+    best = None
+    for tile in [t for t in fits if t[0] * t[1] >= 8] or fits[:1]:    # largest first, as _depthwise_tile
+        tiles = n_img * math.ceil(oh / tile[0]) * math.ceil(ow / tile[1])
+        splits = min(cap, math.ceil(TARGET_SMS / 2 / tiles))
+        per = math.ceil(chunks / splits)
+        splits = math.ceil(chunks / per)
+        if best is None or tiles * splits > best[4] * best[1]:
+            best = (tile, splits, per, 0, tiles)
+        if 2 * tiles * splits >= TARGET_SMS:
+            break
+    tile, splits, per, _, tiles = best
     workspace = 4 * splits * tiles * tile[0] * tile[1] * outs if splits > 1 else 0
     if workspace > MAX_WORKSPACE:
         return f"split partials of {workspace >> 20} MiB exceed the workspace cap"
@@ -263,8 +269,7 @@ def generate_depthwise_project(b: _Builder) -> Kernel:
     dw = project_source(b.region)
     tile, splits, per, workspace, tiles = _project_plan(dw, proj, b.split_k)
     outs = proj.outputs[0].shape[-1]
-    slots = _staging(b, dw, outs, indent=4)
-    assert (slots["th"], slots["tw"]) == tile[:2]
+    slots = _staging(b, dw, tile, indent=4)
     rnd = "aotc_tf32" if proj.attrs.get("precision") == "tf32" else ""
     emd = b.emitter(indent=5, overrides={dw.outputs[0]: "acc"})
     emd.emit(f"d = {rnd}({emd.value(x, ['n', 'oh', 'ow', 'c'])});")
