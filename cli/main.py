@@ -80,11 +80,13 @@ def _human(n: int) -> str:
 @click.option("--split-k/--no-split-k", default=True, show_default=True,
               help="Split the K loop of GEMMs/convs that would fill under half of the GPU's SMs.")
 @click.option("--report", is_flag=True, help="Show time and node counts per graph pass.")
+@click.option("--explain", is_flag=True,
+              help="Show each kernel's fused ops and why its fusion stopped where it did.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 @handle_errors
 def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precision, keep_fp32, layout, input_shape,
-                fast_compile, split_k, report, as_json, quiet):
+                fast_compile, split_k, report, explain, as_json, quiet):
     """Compile MODEL (.onnx) into one engine file."""
     import os
 
@@ -106,6 +108,9 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precisi
     s["total_seconds"] = round(time.perf_counter() - t0, 3)
     if report and result.pass_report is not None:
         s["passes"] = result.pass_report.to_json()
+    if explain:
+        from aotc.fusion.regions import explain as explain_region
+        s["fusion"] = [explain_region(r) for r in result.regions]
     if as_json:
         click.echo(json.dumps(s, indent=2))
         return
@@ -131,6 +136,18 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precisi
     click.echo(f"  engine     {_human(s['engine_bytes'])}")
     click.echo("  time       " + ", ".join(f"{k} {v:.2f}s" for k, v in s["stage_seconds"].items())
                + f" (total {s['total_seconds']:.2f}s)")
+    if explain:
+        _echo_fusion(s["fusion"])
+
+
+def _echo_fusion(regions: list[dict], shown: int = 6) -> None:
+    """One line per region (kind, its compute ops, result) and its reasons for not growing further."""
+    click.echo("  fusion     region, kind, fused ops -> result; indented: why it did not grow further")
+    for i, r in enumerate(regions):
+        names = r["ops"][:shown] + ([f"... {len(r['ops']) - shown} more"] if len(r["ops"]) > shown else [])
+        click.echo(f"    {i:>4}  {r['kind']:<9} {' + '.join(names) or 'copy'} -> {r['root']}")
+        for why in r["why_not_larger"]:
+            click.echo(f"             {why}")
 
 
 def _parse_input_shapes(specs) -> dict[str, tuple[int, ...]]:

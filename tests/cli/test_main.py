@@ -43,6 +43,25 @@ def test_compile_json_summary(model_path, tmp_path):
     assert set(s["stage_seconds"]) >= {"import", "passes", "fusion", "codegen", "nvrtc", "host"}
 
 
+def test_compile_explain_shows_each_kernels_fusion(model_path, tmp_path):
+    """--explain lists every region with its ONNX ops and the reasons its fusion stopped."""
+    out = tmp_path / "m.engine"
+    res = CliRunner().invoke(main, ["compile", str(model_path), "-o", str(out), "--explain", "--json",
+                                    "--arch", "sm_90", "--no-host"])
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.output)
+    assert len(s["fusion"]) == s["regions"]
+    assert [r["kind"] for r in s["fusion"]] == ["dot", "dot", "dot"]
+    assert s["fusion"][1]["anchor"] and "Gelu_5" in s["fusion"][1]["ops"]
+    assert any("not fused" in why for r in s["fusion"] for why in r["why_not_larger"])
+    res = CliRunner().invoke(main, ["compile", str(model_path), "-o", str(out), "--explain", "-q",
+                                    "--arch", "sm_90", "--no-host"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("fusion"))
+    assert "Gemm_6" in "".join(lines[start:]) and "compute in a gemm/conv prologue" in "".join(lines[start:])
+
+
 def test_run_with_inputs_matches_onnxruntime(engine_path, model_path, tmp_path):
     ort = pytest.importorskip("onnxruntime")
     outs = tmp_path / "out.npz"
