@@ -68,11 +68,12 @@ class Region:
 def explain(region: Region) -> dict:
     """What one region computes and why it stopped growing (`aotc compile --explain`).
 
-    `ops` names the compute nodes once each (an ONNX node may import as
-    several; index math is left out: it is recomputed wherever it is needed); `why_not_larger` are the region's bail-out reasons,
+    `ops` names the compute nodes as ONNX-name/aotc-op, each once (index
+    math is left out: it is recomputed wherever it is needed); `why_not_larger` are the region's bail-out reasons,
     each once.
     """
-    compute = list(dict.fromkeys(n.name or n.op for n in region.nodes if ops.category(n.op) not in _DUPLICABLE))
+    compute = list(dict.fromkeys(f"{n.name}/{n.op}" if n.name else n.op
+                                 for n in region.nodes if ops.category(n.op) not in _DUPLICABLE))
     return {"kind": region.kind, "anchor": region.anchor.name if region.anchor is not None else None,
             "ops": compute, "root": str(region.root.type), "why_not_larger": list(dict.fromkeys(region.reasons))}
 

@@ -201,16 +201,16 @@ def _biased_conv(b, rng, v, wshape, dtype, **attrs):
     return b.add("add", c, b.add("broadcast_in_dim", bias, shape=c.shape, broadcast_dimensions=(3,)))
 
 
-def _inverted_residual(rng, xshape, cexp, cout, stride, dtype="f32", expand=True, precision=None):
-    """MobileNetV2's block: [1x1 expand + relu6] -> 3x3 depthwise + relu6 -> 1x1 project (+ residual)."""
+def _inverted_residual(rng, xshape, cexp, cout, stride, dtype="f32", expand=True, precision=None, k=3):
+    """MobileNetV2's block: [1x1 expand + relu6] -> kxk depthwise + relu6 -> 1x1 project (+ residual)."""
     b = GraphBuilder()
     x = b.input("x", xshape, dtype)
     cin = xshape[-1]
     extra = {"precision": precision} if precision else {}
     one = dict(strides=(1, 1), padding=((0, 0), (0, 0)), groups=1, **extra)
     h = _relu6(b, _biased_conv(b, rng, x, (cexp, 1, 1, cin), dtype, **one), dtype) if expand else x
-    h = _relu6(b, _biased_conv(b, rng, h, (h.shape[-1], 3, 3, 1), dtype, strides=(stride, stride),
-                               padding=((1, 1), (1, 1)), groups=h.shape[-1]), dtype)
+    h = _relu6(b, _biased_conv(b, rng, h, (h.shape[-1], k, k, 1), dtype, strides=(stride, stride),
+                               padding=((k // 2, k // 2),) * 2, groups=h.shape[-1]), dtype)
     y = _biased_conv(b, rng, h, (cout, 1, 1, h.shape[-1]), dtype, **one)
     if stride == 1 and cout == cin:
         y = b.add("add", y, x)
@@ -219,28 +219,30 @@ def _inverted_residual(rng, xshape, cexp, cout, stride, dtype="f32", expand=True
     return b.build([y]), [random_array(rng, xshape).astype(NP[dtype])]
 
 
-@pytest.mark.parametrize("xshape,cexp,cout,stride,dtype,expand,precision", [
-    ((2, 13, 10, 8), 48, 8, 1, "f32", True, None),        # residual, 2 channel chunks, image tiles broken
-    ((1, 27, 23, 5), 50, 3, 2, "f32", True, None),        # 50 channels: a partial chunk; 3 outputs
-    ((1, 9, 11, 24), 144, 24, 1, "f32", True, None),      # 5 chunks over the splits
-    ((1, 56, 56, 16), 96, 24, 2, "f32", True, None),      # MobileNet's second block
-    ((1, 21, 19, 32), 32, 17, 1, "f32", False, None),     # no expansion (MobileNet's first block)
-    ((1, 7, 7, 160), 960, 320, 1, "f32", True, None),     # the last block: a small tile, no split
-    ((2, 12, 9, 16), 96, 24, 2, "f16", True, None),
-    ((1, 10, 13, 8), 40, 8, 1, "f32", True, "tf32"),
+@pytest.mark.parametrize("xshape,cexp,cout,stride,dtype,expand,precision,k", [
+    ((2, 13, 10, 8), 48, 8, 1, "f32", True, None, 3),        # residual, 2 channel chunks, image tiles broken
+    ((1, 27, 23, 5), 50, 3, 2, "f32", True, None, 3),        # 50 channels: a partial chunk; 3 outputs
+    ((1, 9, 11, 24), 144, 24, 1, "f32", True, None, 3),      # 5 chunks over the splits
+    ((1, 56, 56, 16), 96, 24, 2, "f32", True, None, 3),      # MobileNet's second block
+    ((1, 21, 19, 32), 32, 17, 1, "f32", False, None, 3),     # no expansion (MobileNet's first block)
+    ((1, 7, 7, 160), 960, 320, 1, "f32", True, None, 3),     # the last block: a small tile, no split
+    ((3, 11, 6, 12), 72, 20, 2, "f32", True, None, 5),       # 5x5 (MobileNetV3, EfficientNet), batch 3
+    ((2, 1, 1, 40), 240, 40, 1, "f32", True, None, 5),       # a 1x1 image: the whole window in the padding
+    ((2, 12, 9, 16), 96, 24, 2, "f16", True, None, 3),
+    ((1, 10, 13, 8), 40, 8, 1, "f32", True, "tf32", 3),
 ])
-def test_depthwise_and_project_fused(xshape, cexp, cout, stride, dtype, expand, precision):
+def test_depthwise_and_project_fused(xshape, cexp, cout, stride, dtype, expand, precision, k):
     """The depthwise conv (expansion included) and the 1x1 project conv it feeds run as one kernel:
     the depthwise result stays in shared memory, channel splits meet as partials."""
     rng, seed = fresh_rng()
-    graph, ins = _inverted_residual(rng, xshape, cexp, cout, stride, dtype, expand, precision)
+    graph, ins = _inverted_residual(rng, xshape, cexp, cout, stride, dtype, expand, precision, k)
     # f16: the fused kernel keeps the depthwise result in f32 where the interpreter rounds it to f16;
     # outputs reach |40|, so the cancellation near 0 gets an absolute bound of 2.5e-3 of that scale
     rtol, atol = (2e-2, 0.1) if dtype == "f16" else (1e-4, 1e-4)
-    (k,) = check(graph, ins, seed, rtol=rtol, atol=atol, kinds=["conv"])
-    assert k.name.startswith("aotc_depthwise_project_")
-    assert ("float ex = 0.0f;" in k.source) == expand
-    assert compile_device(codegen.module_source([k]), "sm_90")[:4] == b"\x7fELF"
+    (kern,) = check(graph, ins, seed, rtol=rtol, atol=atol, kinds=["conv"])
+    assert kern.name.startswith("aotc_depthwise_project_")
+    assert ("float ex = 0.0f;" in kern.source) == expand
+    assert compile_device(codegen.module_source([kern]), "sm_90")[:4] == b"\x7fELF"
 
 
 def test_depthwise_project_partials_sum_in_a_fixed_order():
