@@ -26,6 +26,8 @@ from aotc.kernels.emitter import Emitter, compute_type, linear, literal, store_e
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_GRID = 4096          # grid-stride loops cover the rest
 LOOP_BLOCK = 256
+WARP_ROW_MAX = 256       # rows up to this long get a warp each (8 per block), longer ones a block
+ROW_WARPS = 8
 
 
 @dataclass
@@ -221,7 +223,9 @@ def _row(b: _Builder) -> Kernel:
     rows_shape = reduces[0].outputs[0].shape
     inner = shape[len(rows_shape):]
     rows, extent = math.prod(rows_shape), math.prod(inner)
-    block = 256 if extent >= 256 else max(32, 32 * math.ceil(extent / 32))
+    warp = extent <= WARP_ROW_MAX
+    block = 256 if extent >= 256 or warp else max(32, 32 * math.ceil(extent / 32))
+    first, step = ("lane", "32") if warp else ("threadIdx.x", "blockDim.x")
     em_row = b.emitter(indent=2)
     kept = _unravel(em_row, "row", rows_shape, "o")
     phases, overrides = [], {}
@@ -229,19 +233,21 @@ def _row(b: _Builder) -> Kernel:
         kind = red.attrs["kind"]
         em = b.emitter(indent=3, overrides=dict(overrides))
         em.emit(f"float acc = {_identity(kind, red.inputs[0].dtype)};")
-        em.open(f"for ({b.idx_t} c = threadIdx.x; c < {extent}; c += blockDim.x)")
+        em.open(f"for ({b.idx_t} c = {first}; c < {extent}; c += {step})")
         idx = kept + _unravel(em, "c", inner, f"c{j}_")
         v = em.value(red.inputs[0], idx)
         em.emit(f"acc = AOTC_COMBINE_{kind}(acc, {v});")
         em.close()
-        em.emit(f"red{j} = aotc_block_{kind}(acc, aotc_sh);")
+        em.emit(f"red{j} = aotc_warp_{kind}(acc);" if warp else f"red{j} = aotc_block_{kind}(acc, aotc_sh);")
         phases.append(f"    float red{j};\n    {{\n{em.text()}\n    }}")
         overrides[red.outputs[0]] = f"red{j}"
     em_store = b.emitter(indent=3, overrides=overrides)
     idx = kept + _unravel(em_store, "c", inner, "cs_")
     b.store_root(em_store, idx)
     slots = dict(row_index=em_row.text(), phases="\n".join(phases), store=em_store.text(), rows=rows,
-                 extent=extent, block=block)
+                 extent=extent, block=block, warps=ROW_WARPS)
+    if warp:
+        return b.finish("row_warp", slots, (max(1, min(math.ceil(rows / ROW_WARPS), MAX_GRID)), 1, 1), (block, 1, 1))
     return b.finish("row", slots, (max(1, min(rows, MAX_GRID)), 1, 1), (block, 1, 1))
 
 
@@ -273,7 +279,8 @@ def _reduction(b: _Builder) -> Kernel:
     rows = out.type.size
     extent = math.prod(x.shape[a] for a in axes)
     acc_t = _acc_type(x.dtype)
-    block = 256 if extent >= 256 else max(32, 32 * math.ceil(extent / 32))
+    warp = extent <= WARP_ROW_MAX
+    block = 256 if extent >= 256 or warp else max(32, 32 * math.ceil(extent / 32))
     em_row = b.emitter(indent=2)
     kept = _unravel(em_row, "row", out.shape, "o")
     em_load = b.emitter(indent=3)
@@ -289,7 +296,10 @@ def _reduction(b: _Builder) -> Kernel:
     # the epilogue may reshape: the root's index comes from the row's linear index
     b.store_root(em_epi, kept if root.shape == out.shape else _unravel(em_epi, "row", root.shape, "e"))
     slots = dict(row_index=em_row.text(), load=em_load.text(), epilogue=em_epi.text(), rows=rows,
-                 extent=extent, acc_t=acc_t, init=_identity(kind, x.dtype), kind=kind, block=block)
+                 extent=extent, acc_t=acc_t, init=_identity(kind, x.dtype), kind=kind, block=block, warps=ROW_WARPS)
+    if warp:
+        return b.finish("reduce_warp", slots, (max(1, min(math.ceil(rows / ROW_WARPS), MAX_GRID)), 1, 1),
+                        (block, 1, 1))
     return b.finish("reduce", slots, (max(1, min(rows, MAX_GRID)), 1, 1), (block, 1, 1))
 
 

@@ -4,6 +4,8 @@ Shapes break the tiles (3, 50, 783 on some axis); outputs are poisoned with NaN
 so an unwritten element fails; inputs are fresh random draws (seed in the
 message; set AOTC_TEST_SEED to replay).
 """
+import math
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from aotc.fusion.regions import partition
 from aotc.ir import ops
 from aotc.ir.graph import GraphBuilder
 from aotc.ir.interpreter import interpret
+from aotc.kernels import codegen
 from aotc.kernels.codegen import generate
 from tests.helpers.host_run import run_on_host
 from tests.helpers.rng import fresh_rng, random_array
@@ -78,6 +81,8 @@ def test_loop_integer_ops(dtype):
     ((2, 4096), (1,), "sum"),
     ((5, 6, 7), (0, 1, 2), "sum"),
     ((3, 5), (0,), "prod"),
+    ((783, 256), (1,), "max"),          # the longest row a warp takes, rows not a multiple of 8
+    ((9, 257), (1,), "sum"),            # the shortest a block takes
 ])
 def test_reduction(shape, axes, kind):
     rng, seed = fresh_rng()
@@ -88,7 +93,36 @@ def test_reduction(shape, axes, kind):
     out = b.add("sqrt", b.add("abs", r))                                   # epilogue
     graph = b.build([out])
     low, high = (0.5, 1.5) if kind == "prod" else (-1, 1)
-    check(graph, [random_array(rng, shape, low=low, high=high)], seed, rtol=2e-5, kinds=["reduction"])
+    (k,) = check(graph, [random_array(rng, shape, low=low, high=high)], seed, rtol=2e-5, kinds=["reduction"])
+    extent = math.prod(shape[a] for a in axes)
+    assert k.name.startswith("aotc_reduce_warp_") == (extent <= codegen.WARP_ROW_MAX)
+
+
+@pytest.mark.parametrize("dtype", ["i32", "i64"])
+def test_warp_reduction_of_integers(dtype):
+    """Integer accumulators through the warp butterfly (argmax-free integer sums, e.g. counting masks)."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (37, 50), dtype)
+    graph = b.build([b.add("reduce", x, kind="sum", axes=(1,)), b.add("reduce", x, kind="max", axes=(1,))])
+    ks = check(graph, [rng.integers(-1000, 1000, (37, 50)).astype(dtype.replace("i", "int"))], seed,
+               kinds=["reduction", "reduction"])
+    assert all(k.name.startswith("aotc_reduce_warp_") for k in ks)
+
+
+def test_warp_row_kernels_compile_for_the_gpu():
+    """reduce_warp.cu and row_warp.cu through NVRTC (f32 and i64 accumulators), with their resource check."""
+    from aotc.kernels.nvrtc_compile import compile_device
+    from aotc.kernels.resources import check_kernels
+    b = GraphBuilder()
+    x = b.input("x", (40, 30))
+    i = b.input("i", (40, 30), "i64")
+    graph = b.build([_softmax(b, x, (1,)), b.add("reduce", i, kind="sum", axes=(1,))])
+    kernels = [generate(graph, r) for r in partition(graph)]
+    assert sorted(k.name.split("_")[1] + "_" + k.name.split("_")[2] for k in kernels) == ["reduce_warp", "row_warp"]
+    cubin = compile_device(codegen.module_source(kernels), "sm_90")
+    usage = check_kernels(kernels, "sm_90", cubin)
+    assert all(usage[k.name].static_smem == 0 for k in kernels)      # no shared memory: warps only
 
 
 @pytest.mark.parametrize("m,n,k,batch", [(3, 50, 783, ()), (130, 70, 33, ()), (50, 3, 17, (2,)), (33, 47, 64, (2, 3)), (1, 1, 1, ())])
@@ -179,13 +213,17 @@ def _softmax(b, x, axes):
     return b.add("div", e, b.add("broadcast_in_dim", s, shape=x.shape, broadcast_dimensions=tuple(range(r))))
 
 
-@pytest.mark.parametrize("shape,axes", [((3, 783), (1,)), ((50, 3), (1,)), ((2, 4096), (1,)), ((2, 3, 5, 7), (2, 3))])
+@pytest.mark.parametrize("shape,axes", [((3, 783), (1,)), ((50, 3), (1,)), ((2, 4096), (1,)), ((2, 3, 5, 7), (2, 3)),
+                                        ((17, 256), (1,)), ((4, 257), (1,))])
 def test_row_softmax_is_one_kernel(shape, axes):
+    """Short rows get a warp each (row_warp.cu), long ones a block (row.cu)."""
     rng, seed = fresh_rng()
     b = GraphBuilder()
     x = b.input("x", shape)
     graph = b.build([_softmax(b, b.add("mul", x, x), axes)])
-    check(graph, [random_array(rng, shape)], seed, rtol=1e-5, atol=1e-6, kinds=["row"])
+    (k,) = check(graph, [random_array(rng, shape)], seed, rtol=1e-5, atol=1e-6, kinds=["row"])
+    extent = math.prod(shape[a] for a in axes)
+    assert k.name.startswith("aotc_row_warp_") == (extent <= codegen.WARP_ROW_MAX)
 
 
 @pytest.mark.parametrize("rows,cols", [(3, 50), (7, 783)])
