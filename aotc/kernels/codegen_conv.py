@@ -20,9 +20,10 @@ kernel in codegen.py.
 from __future__ import annotations
 
 import math
+from string import Template
 
 from aotc.ir import dtypes
-from aotc.kernels.codegen import Kernel, _Builder, _unravel, dot_epilogue, dot_fetch
+from aotc.kernels.codegen import TEMPLATES, Kernel, _Builder, _unravel, dot_epilogue, dot_fetch
 
 DW_CHANNELS = 32            # channels per depthwise block (threads are channel-fastest)
 DW_BLOCK = 256
@@ -186,10 +187,15 @@ def _staging(b: _Builder, conv, tile=None, indent: int = 3):
     emx.emit(f"v = {rnd}({emx.value(x, ['n', 'yi', 'xi', 'c'])});")
     emw = b.emitter(indent=indent)
     emw.emit(f"v = {rnd}({emw.value(w, ['c', 'ky', 'kx', '0'])});")
-    return dict(load_x=emx.text(), load_w=emw.text(), th=th, tw=tw, ih=ih, iw=iw,
-                tc=tc, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, ph=ph, pw=pw, tiles_w=math.ceil(out.shape[2] / tw),
-                height=x.shape[1], width=x.shape[2], chans=chans, out_h=out.shape[1], out_w=out.shape[2],
-                block=DW_BLOCK, lanes=DW_BLOCK // tc)
+    slots = dict(load_x=emx.text(), load_w=emw.text(), th=th, tw=tw, ih=ih, iw=iw,
+                 tc=tc, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, ph=ph, pw=pw, tiles_w=math.ceil(out.shape[2] / tw),
+                 height=x.shape[1], width=x.shape[2], chans=chans, out_h=out.shape[1], out_w=out.shape[2],
+                 block=DW_BLOCK, lanes=DW_BLOCK // tc, idx_t=b.idx_t)
+    # the staging loops, shared by both depthwise templates, indented to the caller's nesting
+    part = (TEMPLATES / "depthwise_stage.part").read_text().splitlines(True)
+    body = "".join("  " * (indent - 3) + line if line.strip() else line for line in part if not line.startswith("//"))
+    slots["stage"] = Template(body).substitute(slots)
+    return slots
 
 
 def generate_depthwise(b: _Builder) -> Kernel:

@@ -54,3 +54,16 @@ AOTC_DEFINE_BLOCK_REDUCE(sum, 0.0f)
 AOTC_DEFINE_BLOCK_REDUCE(max, -AOTC_INF)
 AOTC_DEFINE_BLOCK_REDUCE(min, AOTC_INF)
 #undef AOTC_DEFINE_BLOCK_REDUCE
+
+// A depthwise output element from the staged patch xs and filters ws (templates/depthwise*.cu):
+// the KHxKW taps of channel cc at tile pixel (ty, tx), TC channels per staged pixel.
+template <int KH, int KW, int SH, int SW, int DH, int DW, int IW, int TC>
+__device__ __forceinline__ float aotc_depthwise_taps(const float *xs, const float *ws, int ty, int tx, int cc) {
+  float acc = 0.0f;
+#pragma unroll
+  for (int ky = 0; ky < KH; ++ky)
+#pragma unroll
+    for (int kx = 0; kx < KW; ++kx)
+      acc += xs[((ty * SH + ky * DH) * IW + tx * SW + kx * DW) * TC + cc] * ws[(ky * KW + kx) * TC + cc];
+  return acc;
+}

@@ -20,28 +20,7 @@ extern "C" __global__ void __launch_bounds__(${block}) ${name}(${params}) {
   for (int chunk = 0; chunk < ${chunks}; ++chunk) {
     const ${idx_t} c0 = ((${idx_t})blockIdx.y * ${chunks} + chunk) * ${tc};
     if (c0 >= ${chans}) break;            // the same for every thread of the block
-    for (int e = threadIdx.x; e < ${ih} * ${iw} * ${tc}; e += blockDim.x) {
-      const int pix = e / ${tc};
-      const ${idx_t} c = c0 + e % ${tc};
-      const ${idx_t} yi = oh0 * ${sh} - ${ph} + pix / ${iw};
-      const ${idx_t} xi = ow0 * ${sw} - ${pw} + pix % ${iw};
-      float v = 0.0f;
-      if (c < ${chans} && yi >= 0 && yi < ${height} && xi >= 0 && xi < ${width}) {
-${load_x}
-      }
-      xs[e] = v;
-    }
-    for (int e = threadIdx.x; e < ${kh} * ${kw} * ${tc}; e += blockDim.x) {
-      const int tap = e / ${tc};
-      const int ky = tap / ${kw}, kx = tap % ${kw};
-      const ${idx_t} c = c0 + e % ${tc};
-      float v = 0.0f;
-      if (c < ${chans}) {
-${load_w}
-      }
-      ws[e] = v;
-    }
-    __syncthreads();
+${stage}    __syncthreads();
     {
       const int cc = threadIdx.x % ${tc};
       const ${idx_t} c = c0 + cc;
@@ -50,13 +29,7 @@ ${load_w}
         const ${idx_t} oh = oh0 + ty, ow = ow0 + tx;
         float d = 0.0f;
         if (c < ${chans} && oh < ${out_h} && ow < ${out_w}) {
-          float acc = 0.0f;
-#pragma unroll
-          for (int ky = 0; ky < ${kh}; ++ky)
-#pragma unroll
-            for (int kx = 0; kx < ${kw}; ++kx)
-              acc += xs[((ty * ${sh} + ky * ${dh}) * ${iw} + tx * ${sw} + kx * ${dw}) * ${tc} + cc] *
-                     ws[(ky * ${kw} + kx) * ${tc} + cc];
+          const float acc = aotc_depthwise_taps<${kh}, ${kw}, ${sh}, ${sw}, ${dh}, ${dw}, ${iw}, ${tc}>(xs, ws, ty, tx, cc);
 ${dw_value}
         }
         ds[p * (${tc} + 1) + cc] = d;
