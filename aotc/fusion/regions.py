@@ -12,6 +12,10 @@ graph output, or a value some consumer region did not absorb):
   each GEMM's prologue (*norm prologue*): the GEMM derives the row statistics
   of its 64-row tile in a pre-pass, so the normalized tensor never goes
   through memory and the norm needs no kernel of its own;
+- a GEMM whose result is read only as k equal column blocks (SwiGLU's gate and
+  up halves, an LSTM's four gates) takes the unit over the blocks as a *gated
+  epilogue*, values the unit also hands to later ops (the LSTM's c_t) written as
+  extra roots (see _gated_anchor);
 - a pointwise (1x1) conv fed by a depthwise conv takes that conv, its
   epilogue and its own fused expansion as prologue (*depthwise prologue*,
   MobileNet's inverted-residual block in one kernel, see depthwise_prologue);
@@ -58,6 +62,7 @@ class Region:
     reasons: list[str] = field(default_factory=list)
     attention: object = None        # AttentionMatch for kind "attention"
     gated: int = 0                  # F of a gated epilogue (act(D[..., :F]) * D[..., F:]), see _gated_anchor
+    gates: int = 0                  # its k column blocks of width F (2: SwiGLU, 4: an LSTM cell)
     extra_roots: list = field(default_factory=list)   # more values the kernel writes (merge_sibling_loops)
 
     def describe(self) -> str:
@@ -92,6 +97,7 @@ def partition(graph: Graph) -> list[Region]:
     absorbed_in: dict[Node, set[int]] = {}
     regions: list[Region] = []
     attention = find_attention(graph)
+    written: set[Value] = set()          # extra roots: values a region writes beside its root
 
     def fully_absorbed(n: Node) -> bool:
         """Every region computing a user of n also computes n (so n needs no buffer)."""
@@ -106,10 +112,11 @@ def partition(graph: Graph) -> list[Region]:
         return True
 
     for n in reversed(graph.nodes):
-        if fully_absorbed(n):
+        if fully_absorbed(n) or (n.outputs and all(v in written for v in n.outputs)):
             continue
         rid = len(regions)
-        region = _grow(n, rid, users, producer, outputs, absorbed_in, attention)
+        region = _grow(n, rid, users, producer, outputs, absorbed_in, attention, position)
+        written.update(region.extra_roots)
         regions.append(region)
 
     regions.reverse()
@@ -162,27 +169,27 @@ def _loop_reads_elementwise(a: Region, b: Region, users, outputs) -> bool:
     return True
 
 
-def _grow(root: Node, rid: int, users, producer, outputs, absorbed_in, attention) -> Region:
+def _grow(root: Node, rid: int, users, producer, outputs, absorbed_in, attention, position=None) -> Region:
     """Grow the region rooted at `root`; try a row region first, then without reductions."""
-    region = _grow_once(root, users, producer, outputs, True, attention)
+    region = _grow_once(root, users, producer, outputs, True, attention, position)
     if region.kind == "row" and not row_structure_ok(region, producer):
-        region = _grow_once(root, users, producer, outputs, False, attention)
+        region = _grow_once(root, users, producer, outputs, False, attention, position)
         region.reasons.append("reductions not fused into a row kernel: not a row-wise pattern")
     for m in region.nodes:
         absorbed_in.setdefault(m, set()).add(rid)
     return region
 
 
-def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention=None) -> Region:
+def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention=None, position=None) -> Region:
     members: set[Node] = {root}
     reasons: list[str] = []
     anchor = root if _is_anchor(root) else None
     epilogue: list[Node] = []
-    gated = 0
+    gated, gates, extra = 0, 0, []
     if anchor is None:
         anchor, epilogue = _find_epilogue_anchor(root, users, producer, outputs, reasons)
         if anchor is None:
-            anchor, epilogue, gated = _gated_anchor(root, users, producer, outputs)
+            anchor, epilogue, gated, gates, extra = _gated_anchor(root, users, producer, outputs, position)
         if anchor is not None:
             members.update(epilogue)
             members.add(anchor)
@@ -235,7 +242,7 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
                 changed = True
     kind = ANCHOR_KINDS[ops.category(anchor.op)] if anchor is not None else ("row" if row_reduces else "loop")
     region = Region(kind, root.outputs[0], list(members), anchor, epilogue, reasons=reasons)
-    region.gated = gated
+    region.gated, region.gates, region.extra_roots = gated, gates, extra
     if match is not None:
         region.kind, region.attention = "attention", match
     return region
@@ -533,58 +540,118 @@ def _find_epilogue_anchor(root: Node, users, producer, outputs, reasons):
     return anchor, epilogue
 
 
-def _gated_anchor(root: Node, users, producer, outputs):
-    """(dot, epilogue nodes, F) for a gated unit over one GEMM's two column halves, else (None, [], 0).
+def _gated_anchor(root: Node, users, producer, outputs, position=None):
+    """(dot, epilogue nodes, F, k, extra roots) for a gated unit over k column blocks of one GEMM,
+    else (None, [], 0, 0, []).
 
-    merge-dots turns LLaMA's gate and up projections into one GEMM D = x @ [Wg | Wu]
-    (N = 2F); SwiGLU then reads both halves: act(D[..., :F]) * D[..., F:]. The GEMM
-    kernel computes a tile's gate and up columns in the same thread (its B loads
-    interleave them, see kernels/codegen_gated.py), so the gated unit is its epilogue
-    and neither D nor the halves go through memory.
+    The epilogue reads D = x @ W in k blocks of F columns, D[..., g*F:(g+1)*F]:
+    SwiGLU over LLaMA's gate and up projections (merge-dots makes them one GEMM,
+    k = 2: act(D[..., :F]) * D[..., F:]) or an LSTM cell over the recurrent GEMM's
+    four gates (k = 4). The GEMM kernel computes a tile's k gate columns in the same
+    thread (its B loads interleave them, see kernels/codegen_gated.py), so the unit
+    is its epilogue and neither D nor the blocks go through memory. Values between
+    the blocks and the root that are used outside (the LSTM's cell state c_t, which
+    the next step reads) are written as extra roots of the same kernel.
     """
-    none = (None, [], 0)
+    none = (None, [], 0, 0, [])
     shape = root.outputs[0].shape
-    if ops.category(root.op) != ops.ELEMENTWISE or not shape:
+    if ops.category(root.op) != ops.ELEMENTWISE or not shape or position is None:
         return none
-    chain, frontier, slices = {root}, [root], []
-    while frontier:                       # elementwise chain at the root's shape, down to the slices
+    frontier, seen, candidates = [root], {root}, []
+    while frontier:                       # elementwise ops at the root's shape, down to slices of a D
         node = frontier.pop()
         for v in node.inputs:
             p = producer.get(v)
-            if p is None or p in chain or v in outputs or not all(u in chain for u in users.get(v, [])):
+            if p is None or p in seen or v in outputs or v.shape != shape:
                 continue
-            if p.op == "slice" and v.shape == shape:
-                slices.append(p)
-                chain.add(p)
-            elif ops.category(p.op) == ops.ELEMENTWISE and v.shape == shape:
-                chain.add(p)
+            seen.add(p)
+            if p.op == "slice":
+                if p.inputs[0] not in candidates and producer.get(p.inputs[0]) is not None:
+                    candidates.append(p.inputs[0])
+            elif ops.category(p.op) == ops.ELEMENTWISE:
                 frontier.append(p)
-    if len(slices) != 2 or slices[0].inputs[0] is not slices[1].inputs[0]:
+    for d in sorted(candidates, key=lambda v: -position[producer[v]]):      # the latest GEMM first
+        found = _gated_gemm(d, shape, users, producer, outputs)
+        if found is not None:
+            break
+    else:
         return none
-    d = slices[0].inputs[0]
+    node, pre, slices = found
     f = shape[-1]
-    if d.shape != shape[:-1] + (2 * f,) or d in outputs or len(users.get(d, [])) != 2:
+    k = len(slices)
+    # the unit: elementwise ops at the root's shape that depend on the blocks and lead to the root
+    # (forward from the slices, no further than the root in graph order, then back from the root)
+    ahead, frontier = set(slices), list(slices)
+    while frontier:
+        for v in frontier.pop().outputs:
+            for u in users.get(v, []):
+                if u not in ahead and position[u] <= position[root] and ops.category(u.op) == ops.ELEMENTWISE \
+                        and u.outputs[0].shape == shape:
+                    ahead.add(u)
+                    frontier.append(u)
+    if root not in ahead:
         return none
-    starts = sorted(tuple(sl.attrs["start"]) for sl in slices)
+    unit, frontier = {root}, [root]
+    while frontier:
+        for v in frontier.pop().inputs:
+            p = producer.get(v)
+            if p in ahead and p not in unit:
+                unit.add(p)
+                frontier.append(p)
+    if not set(slices) <= unit or not _acyclic(unit | {node, *pre}, users, producer, position, position[root]):
+        return none
+    extra = [n.outputs[0] for n in sorted(unit - set(slices) - {root}, key=position.__getitem__)
+             if any(u not in unit for u in users.get(n.outputs[0], []))]
+    if any(v in outputs for v in extra):
+        return none
+    epilogue = list(pre) + sorted(unit, key=position.__getitem__)
+    return node, epilogue, f, k, extra
+
+
+def _acyclic(unit: set, users, producer, position, last: int) -> bool:
+    """No value the unit reads from outside depends on the unit itself (graph positions up to `last`).
+
+    Reaching back from the root through elementwise ops can take in a path through a
+    later step (an LSTM's c_t feeds step t+1's cell, whose result the root may also
+    read); one kernel could not compute that unit, as it would read what it writes.
+    """
+    after, frontier = set(), list(unit)
+    while frontier:
+        for v in frontier.pop().outputs:
+            for u in users.get(v, []):
+                if u not in unit and u not in after and position[u] <= last:
+                    after.add(u)
+                    frontier.append(u)
+    return not any(producer.get(v) in after for n in unit for v in n.inputs)
+
+
+def _gated_gemm(d: Value, shape, users, producer, outputs):
+    """(dot, elementwise nodes between it and d, the slices) when `d` is a GEMM result read only
+    as k in (2, 4) column blocks of `shape` (slices at 0, F, ..., (k-1)F), else None."""
+    f = shape[-1]
+    if d in outputs or d.shape[:-1] != tuple(shape[:-1]) or d.shape[-1] % f or d.shape[-1] // f not in (2, 4):
+        return None
+    k = d.shape[-1] // f
+    slices = users.get(d, [])
     zero = (0,) * (len(shape) - 1)
-    if starts != [zero + (0,), zero + (f,)] or any(set(sl.attrs["stride"]) != {1} for sl in slices):
-        return none
+    if len(slices) != k or any(sl.op != "slice" or set(sl.attrs["stride"]) != {1} or sl.outputs[0].shape != shape
+                               for sl in slices) \
+            or sorted(tuple(sl.attrs["start"]) for sl in slices) != [zero + (g * f,) for g in range(k)]:
+        return None
     pre, node = [], producer.get(d)         # elementwise at D's shape (a merged bias) back to the GEMM
     while node is not None and ops.category(node.op) == ops.ELEMENTWISE:
         inner = [v for v in node.inputs if v.shape == d.shape and producer.get(v) is not None
                  and ops.category(producer[v].op) in (ops.ELEMENTWISE, ops.DOT)]
-        if len(inner) != 1 or len(users.get(node.outputs[0], [])) != (2 if not pre else 1):
-            return none
+        if len(inner) != 1 or len(users.get(node.outputs[0], [])) != (k if not pre else 1):
+            return None
         pre.append(node)
         node = producer[inner[0]]
-    if node is None or node.op != "dot_general" or len(users.get(node.outputs[0], [])) != (1 if pre else 2):
-        return none
-    a = node.attrs
-    _, rf = ops.dot_free_dims(a, node.inputs[0].type.rank, node.inputs[1].type.rank)
+    if node is None or node.op != "dot_general" or len(users.get(node.outputs[0], [])) != (1 if pre else k):
+        return None
+    _, rf = ops.dot_free_dims(node.attrs, node.inputs[0].type.rank, node.inputs[1].type.rank)
     if len(rf) != 1 or node.outputs[0] in outputs or any(v in outputs for n in pre for v in n.outputs):
-        return none
-    epilogue = list(pre) + list(slices) + _dependents(chain, {node, *pre, *slices}, producer)
-    return node, epilogue, f
+        return None
+    return node, pre, slices
 
 
 def _dependents(chain, seeds: set, producer) -> list[Node]:

@@ -383,12 +383,12 @@ def _dot(b: _Builder) -> Kernel:
                                 overrides=norm if var == "A" else None)
 
     load_a = operand_load("A", lhs, lb, lf, lc, "am", "ak", mshape, kshape)
-    if b.region.gated:             # SwiGLU-style epilogue over the two column halves
-        f = b.region.gated
-        N = gated_width(f)
+    if b.region.gated:             # SwiGLU / LSTM-cell epilogue over the GEMM's k column blocks
+        f, k = b.region.gated, b.region.gates
+        N = gated_width(f, k)
         load_b = gated_b_load(lambda flat: operand_load("B", rhs, rb, rc, rf, "bk", flat, kshape, nshape),
-                              "simt", f, b.idx_t, 4)
-        em = gated_epilogue(b, _unravel, "simt", bshape, mshape, f, indent=4)
+                              "simt", f, b.idx_t, 4, k)
+        em = gated_epilogue(b, _unravel, "simt", bshape, mshape, f, indent=4, k=k)
     else:
         load_b = operand_load("B", rhs, rb, rc, rf, "bk", "bn", kshape, nshape)
         em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=4)

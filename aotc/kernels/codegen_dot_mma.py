@@ -28,11 +28,11 @@ def generate_dot_mma(b: _Builder, geometry, row_stats: str = "", norm=None) -> K
         return dot_operand_load(b, bshape, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, "bk", flat,
                                 kshape, nshape, "bv", indent=4)
 
-    if b.region.gated:             # SwiGLU-style epilogue over the two column halves
-        f = b.region.gated
-        N = gated_width(f)
-        load_b = gated_b_load(load_b, "mma", f, b.idx_t, 3)
-        em = gated_epilogue(b, _unravel, "mma", bshape, mshape, f, indent=5)
+    if b.region.gated:             # SwiGLU / LSTM-cell epilogue over the GEMM's k column blocks
+        f, k = b.region.gated, b.region.gates
+        N = gated_width(f, k)
+        load_b = gated_b_load(load_b, "mma", f, b.idx_t, 3, k)
+        em = gated_epilogue(b, _unravel, "mma", bshape, mshape, f, indent=5, k=k)
     else:
         load_b = load_b("bn")
         em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=5)

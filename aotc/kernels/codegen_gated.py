@@ -1,19 +1,21 @@
-"""Gated epilogues: SwiGLU/GeGLU over one GEMM's two column halves, computed in the GEMM kernel.
+"""Gated epilogues: an elementwise unit over k column blocks of one GEMM, computed in the GEMM kernel.
 
-fusion.regions._gated_anchor finds y = act(D[..., :F]) * D[..., F:] with D = x @ [Wg | Wu]
-(merge-dots builds that one GEMM from LLaMA's gate and up projections). The kernel runs
-over 2F' = 2 * ceil(F / 32) * 32 columns, 64 per block: block x owns output columns
-[32x, 32x + 32), and its local column l holds the gate or the up column (`half`) of output
-column 32x + `offset`. The split follows each template's accumulator layout so that one
-thread holds both halves of its output columns:
+fusion.regions._gated_anchor finds epilogues that read D = x @ W in k equal column blocks
+D[..., g*F:(g+1)*F]: SwiGLU/GeGLU over LLaMA's merged gate and up projections (k = 2,
+act(D[..., :F]) * D[..., F:]) and an LSTM cell over the recurrent GEMM's four gates
+(k = 4, i, o, f, c). The kernel runs over k * F' columns (F' = F rounded up to 64/k), 64 per
+block: block x owns output columns [(64/k) x, (64/k)(x + 1)), and its local column l holds
+gate g(l) of output column (64/k) x + offset(l). The split follows each template's
+accumulator layout so that one thread holds all k gates of its output columns:
 
-- SIMT (dot.cu): a thread holds l = tx + 16j (j < 4); half = l >> 5, so acc[i][j] pairs
-  with acc[i][j ^ 2];
-- mma (dot_mma.cu, dot_tf32.cu): a thread holds l = wn + 8j + 2t + (r & 1); half =
-  (l >> 4) & 1, so acc[i][j][r] pairs with acc[i][j ^ 2][r].
+- SIMT (dot.cu): a thread holds l = tx + 16j (j < 4); k = 2: g = l >> 5 (acc[i][j] pairs with
+  acc[i][j ^ 2]); k = 4: g = l >> 4 = j (acc[i][0..3] are the four gates);
+- mma (dot_mma.cu, dot_tf32.cu): a thread holds l = wn + 8j + 2t + (r & 1); k = 2: g =
+  (l >> 4) & 1 (acc[i][j][r] pairs with acc[i][j ^ 2][r]); k = 4: g = (l >> 3) & 3 = j.
 
 The B loads read the weight column that a local column stands for (index math); the
-epilogue of the half-0 element evaluates the region's epilogue with D read from the pair.
+thread holding gate 0 evaluates the region's epilogue with D read from its k accumulators,
+and stores the root and any extra roots (an LSTM's c_t beside h_t).
 """
 from __future__ import annotations
 
@@ -21,47 +23,51 @@ import math
 
 from aotc.kernels.emitter import Emitter, linear, store_expr
 
-LAYOUTS = {   # half(l), offset(l), the paired accumulator
-    "simt": ("({l} >> 5)", "({l} & 31)", "acc[i][j ^ 2]"),
-    "mma": ("(({l} >> 4) & 1)", "((({l} >> 5) << 4) | ({l} & 15))", "acc[i][j ^ 2][r]"),
+LAYOUTS = {   # (layout, k): gate(l), offset(l), the gate-g accumulator of this thread's column, skip
+    ("simt", 2): ("({l} >> 5)", "({l} & 31)", lambda g: "accv" if g == 0 else "acc[i][j ^ 2]", "(j & 2) != 0"),
+    ("mma", 2): ("(({l} >> 4) & 1)", "((({l} >> 5) << 4) | ({l} & 15))",
+                 lambda g: "accv" if g == 0 else "acc[i][j ^ 2][r]", "(j & 2) != 0"),
+    ("simt", 4): ("({l} >> 4)", "({l} & 15)", lambda g: f"acc[i][{g}]", "j != 0"),
+    ("mma", 4): ("(({l} >> 3) & 3)", "((({l} >> 5) << 3) | ({l} & 7))", lambda g: f"acc[i][{g}][r]", "j != 0"),
 }
 
 
-def gated_width(f: int) -> int:
-    """Kernel columns for F output columns: 32 gate + 32 up per 64-column block."""
-    return 2 * math.ceil(f / 32) * 32
+def gated_width(f: int, k: int = 2) -> int:
+    """Kernel columns for F output columns: 64/k columns of each gate per 64-column block."""
+    per = 64 // k
+    return k * math.ceil(f / per) * per
 
 
-def gated_b_load(emit_load, layout: str, f: int, idx_t: str, indent: int) -> str:
+def gated_b_load(emit_load, layout: str, f: int, idx_t: str, indent: int, k: int = 2) -> str:
     """B-load code for kernel column `bn`: `emit_load(flat)` loads weight column `flat`."""
-    half, off, _ = LAYOUTS[layout]
+    gate, off, _, _ = LAYOUTS[(layout, k)]
     pad = "  " * indent
     return "\n".join([
-        f"{pad}const {idx_t} gl = bn - n0, gc = (n0 >> 1) + {off.format(l='gl')};",
+        f"{pad}const {idx_t} gl = bn - n0, gc = n0 / {k} + {off.format(l='gl')};",
         f"{pad}if (gc < {f}) {{",
-        f"{pad}  const {idx_t} aotc_bn = {half.format(l='gl')} * {f} + gc;",
+        f"{pad}  const {idx_t} aotc_bn = {gate.format(l='gl')} * {f} + gc;",
         emit_load("aotc_bn"),
         f"{pad}}}"])
 
 
-def gated_epilogue(b, unravel, layout: str, bshape, mshape, f: int, indent: int) -> Emitter:
-    """Epilogue + store of output (b, m, nc) from the half-0 accumulator `accv` and its pair."""
-    _, off, pair = LAYOUTS[layout]
+def gated_epilogue(b, unravel, layout: str, bshape, mshape, f: int, indent: int, k: int = 2) -> Emitter:
+    """Epilogue + stores of output (b, m, nc) from this thread's k gate accumulators."""
+    _, off, acc_of, skip = LAYOUTS[(layout, k)]
     d = b.region.anchor.outputs[0]
+    columns = {"nc": 0} | {f"nc + {g * f}": g for g in range(1, k)}
 
     def d_at(idx):
-        if idx[-1] == "nc":
-            return "accv"
-        if idx[-1] == f"nc + {f}":
-            return "accp"
-        raise AssertionError(f"gated epilogue reads D at column {idx[-1]}")
+        if idx[-1] not in columns:
+            raise AssertionError(f"gated epilogue reads D at column {idx[-1]}")
+        return acc_of(columns[idx[-1]])
 
     em = b.emitter(indent=indent, overrides={d: d_at})
-    em.emit("if ((j & 2) != 0) continue;              // the up half: its thread's pair stores")
-    em.emit(f"const {b.idx_t} nc = (n0 >> 1) + {off.format(l='(n - n0)')};")
+    em.emit(f"if ({skip}) continue;              // another gate of a column this thread stores")
+    em.emit(f"const {b.idx_t} nc = n0 / {k} + {off.format(l='(n - n0)')};")
     em.emit(f"if (nc >= {f}) continue;")
-    em.emit(f"const float accp = {pair};")
     idx = (unravel(em, "b", bshape, "ob") if bshape else []) + unravel(em, "m", mshape, "om") + ["nc"]
     root = b.region.root
     em.emit(store_expr("out", linear(idx, root.shape), em.value(root, idx), root.dtype))
+    for j, v in enumerate(b.region.extra_roots):
+        em.emit(store_expr(f"out{j + 1}", linear(idx, v.shape), em.value(v, idx), v.dtype))
     return em

@@ -106,7 +106,7 @@ def build_launches(graph: Graph, regions: list[Region], split_k: bool = True):
 def describe(k: Kernel) -> str:
     """The launch's region as `aotc inspect` shows it, with what the kernel does beyond the nodes."""
     extras = ([f"split-K x{k.splits}"] if k.splits > 1 else []) + \
-        ([f"gated F={k.region.gated}"] if k.region.gated else []) + \
+        ([f"gated {k.region.gates}xF, F={k.region.gated}"] if k.region.gated else []) + \
         ([f"{len(k.views)} slice view(s)"] if k.views else [])
     return k.region.describe() + (f" [{', '.join(extras)}]" if extras else "")
 

@@ -11,4 +11,6 @@ def test_rnn_compile_report_small(capsys):
     assert mod.main(["--steps", "12", "--hidden", "8"]) == 0
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
     assert set(rows) == {"LSTMx12", "GRUx12"}
-    assert int(rows["LSTMx12"][2]) < int(rows["LSTMx12"][1]) / 3     # the steps share their kernels
+    launches, distinct = int(rows["LSTMx12"][1]), int(rows["LSTMx12"][2])
+    assert launches <= 12 + 3          # one kernel a step: the cell runs in the recurrent GEMM's epilogue
+    assert distinct <= 6               # and the steps share it

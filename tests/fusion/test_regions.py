@@ -331,3 +331,28 @@ def test_depthwise_result_used_twice_keeps_its_own_kernel():
     assert sorted(kinds(regions)) == ["conv", "conv", "loop"]     # depthwise, project, exp
     proj = next(r for r in regions if r.root is g.outputs[0])
     assert any("not fused into pointwise conv" in why and "used elsewhere" in why for why in proj.reasons)
+
+
+def test_lstm_steps_run_their_cell_in_the_recurrent_gemm():
+    """Each step after the first is one GEMM region (4 gate blocks) writing h_t and, for the next
+    step, c_t; the unit stops at the step's own cell (no reach into the next step through c_t)."""
+    b = GraphBuilder()
+    f, k = 6, 6
+    h = b.input("h", (2, k))
+    c = b.input("c", (2, f))
+    for t in range(3):
+        r = b.constant(np.ones((k, 4 * f), np.float32))
+        xw = b.input(f"xw{t}", (2, 4 * f))
+        d = b.add("dot_general", h, r, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
+        gates = [b.add("add", b.add("slice", d, start=(0, g * f), limit=(2, (g + 1) * f), stride=(1, 1)),
+                       b.add("slice", xw, start=(0, g * f), limit=(2, (g + 1) * f), stride=(1, 1)))
+                 for g in range(4)]
+        c = b.add("add", b.add("mul", b.add("logistic", gates[2]), c),
+                  b.add("mul", b.add("logistic", gates[0]), b.add("tanh", gates[3])))
+        h = b.add("mul", b.add("logistic", gates[1]), b.add("tanh", c))
+    g = b.build([h])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["dot", "dot", "dot"]
+    assert [r.gates for r in regions] == [4, 4, 4]
+    assert [len(r.extra_roots) for r in regions] == [1, 1, 0]       # c_t for the next step; the last needs none

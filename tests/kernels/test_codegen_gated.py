@@ -43,3 +43,58 @@ def test_gated_epilogue(m, k, f, dtype, bias, precision, norm, splits):
     assert kern.region.gated == f and kern.splits == splits
     assert kern.grid[0] == -(-f // 32)                 # 32 output columns (64 kernel columns) a block
 
+
+
+def lstm_cell(m, k, f, dtype="f32", precision=None):
+    """One LSTM step as the ONNX importer unrolls it: gates = xw + h @ R (i, o, f, c blocks of F),
+    c_t = f * c + i * g, h_t = o * tanh(c_t); c_t is read again (the next step) beside h_t."""
+    b = GraphBuilder()
+    h, r = b.input("h", (m, k), dtype), b.input("r", (k, 4 * f), dtype)
+    xw, c = b.input("xw", (m, 4 * f), dtype), b.input("c", (m, f), dtype)
+    d = b.add("dot_general", h, r, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,),
+              **({"precision": precision} if precision else {}))
+
+    def gate(g):
+        block = dict(start=(0, g * f), limit=(m, (g + 1) * f), stride=(1, 1))
+        return b.add("add", b.add("slice", d, **block), b.add("slice", xw, **block))
+    i, o, fg, cand = (gate(g) for g in range(4))
+    c_t = b.add("add", b.add("mul", b.add("logistic", fg), c),
+                b.add("mul", b.add("logistic", i), b.add("tanh", cand)))
+    h_t = b.add("mul", b.add("logistic", o), b.add("tanh", c_t))
+    nxt = b.add("mul", c_t, c_t)          # c_t used outside the cell: an extra root
+    return b.build([h_t, nxt]), [(m, k), (k, 4 * f), (m, 4 * f), (m, f)]
+
+
+@pytest.mark.parametrize("m,k,f,dtype,precision,splits", [
+    (3, 20, 50, "f32", None, 1),          # F not a multiple of the 16-column gate tile
+    (1, 64, 64, "f32", None, 1),          # the batch-1 LSTM step
+    (5, 40, 17, "f16", None, 1),          # mma layout
+    (9, 24, 30, "f32", "tf32", 1),
+    (2, 2048, 16, "f32", None, 16),       # split-K: partials in the interleaved column order
+])
+def test_lstm_cell_in_the_gemm_epilogue(m, k, f, dtype, precision, splits):
+    """The four gate blocks of the recurrent GEMM meet in one thread; the kernel writes h_t and c_t."""
+    rng, seed = fresh_rng()
+    graph, shapes = lstm_cell(m, k, f, dtype, precision)
+    np_dt = np.float16 if dtype == "f16" else np.float32
+    ins = [random_array(rng, s).astype(np_dt) for s in shapes]
+    ins[0] = ins[0] / np.sqrt(k).astype(np_dt)
+    tol = 3e-2 if dtype == "f16" else (3e-3 if precision else 1e-4)
+    kernels = check(graph, ins, seed, rtol=tol, atol=tol, kinds=["dot", "loop"])
+    cell = next(kern for kern in kernels if kern.region.kind == "dot")
+    assert cell.region.gated == f and cell.region.gates == 4 and cell.splits == splits
+    assert [v.shape for v in cell.region.extra_roots] == [(m, f)]
+    assert cell.grid[0] == -(-f // 16)                 # 16 output columns (64 kernel columns) a block
+
+
+def test_lstm_cell_kernels_compile_for_the_gpu():
+    """The 4-gate epilogue through NVRTC on every GEMM template (SIMT, f16 mma, tf32)."""
+    from aotc.fusion.regions import partition
+    from aotc.kernels import codegen
+    from aotc.kernels.nvrtc_compile import compile_device
+    kernels = []
+    for dtype, precision in (("f32", None), ("f16", None), ("f32", "tf32")):
+        graph, _ = lstm_cell(3, 32, 40, dtype, precision)
+        kernels += [codegen.generate(graph, r) for r in partition(graph) if r.gated]
+    assert sorted(k.name.rsplit("_", 1)[0] for k in kernels) == ["aotc_dot", "aotc_dot_mma", "aotc_dot_tf32"]
+    assert compile_device(codegen.module_source(kernels), "sm_80")[:4] == b"\x7fELF"
