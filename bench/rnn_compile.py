@@ -1,8 +1,10 @@
 """RNN compile report: ONNX LSTM/GRU unrolled over T steps, what that costs to compile and launch.
 
 aotc unrolls recurrences at import time. An LSTM step is one launch: the cell runs in
-the recurrent GEMM's epilogue, which also writes c_t for the next step; a GRU step is
-three (its reset gate multiplies h before the second GEMM). Every step reads x[t] as a
+the recurrent GEMM's epilogue, which also writes c_t for the next step. A GRU step is
+two: its reset gate multiplies h before the second GEMM, so r * h runs in the first
+GEMM's epilogue (which also writes the update gate's block) and the new h in the
+second's. Every step reads x[t] as a
 slice view (a pointer into x), so the steps share their kernels: distinct kernels stay
 flat in T and so does the NVRTC time. Prints, per
 model: launches per inference, distinct kernels, cold compile time (fresh kernel

@@ -124,7 +124,55 @@ def partition(graph: Graph) -> list[Region]:
         r.nodes.sort(key=position.__getitem__)
         r.epilogue.sort(key=position.__getitem__)
         r.inputs = _region_inputs(r)
-    return merge_sibling_loops(regions, users, outputs, position)
+    regions = merge_sibling_loops(regions, users, outputs, position)
+    return merge_sliced_loops(regions, users, producer, outputs, position)
+
+
+def merge_sliced_loops(regions: list[Region], users, producer, outputs, position) -> list[Region]:
+    """Run a loop over a GEMM's column blocks in the GEMM's epilogue, when the loop comes right after it.
+
+    A GRU step's first GEMM gives the update and reset gates as two column blocks; a
+    loop computes r * h from the reset block while the next GEMM's epilogue reads the
+    update block. Growing regions from the roots down cannot see that (the later GEMM
+    claims its block first), so this pass joins the two after the fact: the loop
+    becomes a gated epilogue (kernels/codegen_gated.py) and the blocks other regions
+    read are written as extra roots, which those regions then read instead of the GEMM.
+    """
+    out: list[Region] = []
+    i = 0
+    while i < len(regions):
+        merged = _merge_sliced_loop(regions[i], regions[i + 1], regions[i + 2:], users, producer, outputs,
+                                    position) if i + 1 < len(regions) else None
+        out.append(merged or regions[i])
+        i += 2 if merged else 1
+    return out
+
+
+def _merge_sliced_loop(a: Region, b: Region, later, users, producer, outputs, position):
+    if a.kind != "dot" or a.gated or a.epilogue or a.extra_roots or a.root is not a.anchor.outputs[0] \
+            or b.kind != "loop" or a.root not in b.inputs or not b.root.shape:
+        return None
+    found = _gated_gemm(a.root, b.root.shape, users, producer, outputs)
+    if found is None or found[1]:
+        return None
+    slices = found[2]
+    if any(a.root in n.inputs and n not in slices for n in b.nodes) \
+            or any(v.shape != b.root.shape for v in b.extra_roots) or any(sl.outputs[0] in outputs for sl in slices):
+        return None
+    readers = [r for r in later if any(sl in r.nodes for sl in slices)]
+    need = [sl.outputs[0] for sl in slices if any(sl in r.nodes for r in readers)]
+    nodes = sorted(set(a.nodes) | set(b.nodes) | set(slices), key=position.__getitem__)
+    epilogue = sorted(set(slices) | set(_dependents(nodes, set(slices), producer)), key=position.__getitem__)
+    merged = Region("dot", b.root, nodes, a.anchor, epilogue,
+                    reasons=a.reasons + b.reasons + ["the loop over its column blocks runs in its epilogue"])
+    merged.gated, merged.gates = b.root.shape[-1], len(slices)
+    merged.extra_roots = b.extra_roots + need
+    merged.inputs = _region_inputs(merged)
+    for r in readers:          # they read the written blocks now, not the GEMM's result
+        r.nodes = [n for n in r.nodes if n not in slices]
+        r.epilogue = [n for n in r.epilogue if n not in slices]
+        r.inputs = _region_inputs(r)
+    return merged
 
 
 def merge_sibling_loops(regions: list[Region], users, outputs, position) -> list[Region]:

@@ -98,3 +98,39 @@ def test_lstm_cell_kernels_compile_for_the_gpu():
         kernels += [codegen.generate(graph, r) for r in partition(graph) if r.gated]
     assert sorted(k.name.rsplit("_", 1)[0] for k in kernels) == ["aotc_dot", "aotc_dot_mma", "aotc_dot_tf32"]
     assert compile_device(codegen.module_source(kernels), "sm_80")[:4] == b"\x7fELF"
+
+
+def gru_step(m, f, dtype="f32"):
+    """One GRU step (linear_before_reset=0) as the importer unrolls it: D = h @ [Rz | Rr];
+    r * h feeds the second GEMM, whose epilogue reads the update block z."""
+    b = GraphBuilder()
+    h, r1 = b.input("h", (m, f), dtype), b.input("r1", (f, 2 * f), dtype)
+    r2, xw = b.input("r2", (f, f), dtype), b.input("xw", (m, 3 * f), dtype)
+    d = b.add("dot_general", h, r1, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
+
+    def block(v, g):
+        return b.add("slice", v, start=(0, g * f), limit=(m, (g + 1) * f), stride=(1, 1))
+    z = b.add("logistic", b.add("add", block(d, 0), block(xw, 0)))
+    r = b.add("logistic", b.add("add", block(d, 1), block(xw, 1)))
+    rh = b.add("mul", r, h)
+    d2 = b.add("dot_general", rh, r2, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
+    cand = b.add("tanh", b.add("add", d2, block(xw, 2)))
+    one = b.add("broadcast_in_dim", b.constant(np.ones((), np.float32 if dtype == "f32" else np.float16)),
+                shape=(m, f), broadcast_dimensions=())
+    h_t = b.add("add", b.add("mul", b.add("sub", one, z), cand), b.add("mul", z, h))
+    return b.build([h_t]), [(m, f), (f, 2 * f), (f, f), (m, 3 * f)]
+
+
+@pytest.mark.parametrize("m,f,dtype", [(3, 50, "f32"), (1, 64, "f32"), (2, 40, "f16")])
+def test_gru_reset_gate_loop_runs_in_the_first_gemm(m, f, dtype):
+    """Two kernels a step: the first GEMM computes r * h in its epilogue and writes the update block
+    z for the second GEMM's epilogue; neither the GEMM result nor r * h's loop has a launch of its own."""
+    rng, seed = fresh_rng()
+    graph, shapes = gru_step(m, f, dtype)
+    np_dt = np.float16 if dtype == "f16" else np.float32
+    ins = [random_array(rng, s).astype(np_dt) for s in shapes]
+    tol = 3e-2 if dtype == "f16" else 1e-4
+    first, second = check(graph, ins, seed, rtol=tol, atol=tol, kinds=["dot", "dot"])
+    assert first.region.gated == f and first.region.gates == 2
+    assert [v.shape for v in first.region.extra_roots] == [(m, f)]
+    assert first.region.extra_roots[0] in second.region.inputs
