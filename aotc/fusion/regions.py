@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from aotc.errors import VerifyError
 from aotc.fusion.attention import find_attention
-from aotc.ir import ops
+from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Node, Value
 
 ANCHOR_KINDS = {ops.REDUCTION: "reduction", ops.DOT: "dot", ops.CONV: "conv", ops.WINDOW: "window"}
@@ -253,6 +253,8 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
     # an attention kernel stages each Q, K, V tile in shared memory once per query tile, so an
     # elementwise prologue (ONNX Attention's sqrt(scale) on Q and K, RoPE) costs little there
     restricted = {m: heavy and match is None and m is anchor for m in members}
+    once = heavy and match is None and lhs_loaded_once(anchor) and \
+        _reads_one_tensor(anchor.inputs[0], users, producer, outputs)
     pre_reasons = list(reasons)
     if heavy and match is None:
         norm, why = norm_prologue(anchor, users, producer, outputs)
@@ -277,13 +279,14 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
                 p = producer.get(v)
                 if p is None or p in members:
                     continue
-                why = _absorb_refusal(p, v, restricted[node], anchor, allow_rows, root, users, members, outputs)
+                limited = restricted[node] and not (node is anchor and v is anchor.inputs[0] and once)
+                why = _absorb_refusal(p, v, limited, anchor, allow_rows, root, users, members, outputs)
                 if why:
                     reasons.append(why)
                     continue
                 members.add(p)
                 # below a fused expansion conv only index math joins (row reduces stay unrestricted)
-                restricted[p] = restricted[node] or ops.category(p.op) == ops.CONV
+                restricted[p] = limited or ops.category(p.op) == ops.CONV
                 if p.op == "reduce":
                     row_reduces.append(p)
                 work.append(p)
@@ -346,6 +349,67 @@ def pointwise_conv(n: Node | None) -> bool:
     return (a.get("layout") == "NHWC" and x.type.rank == 4 and a["groups"] == 1
             and all(k == 1 for k in w.shape[1:-1]) and all(s == 1 for s in a["strides"])
             and all(tuple(q) == (0, 0) for q in a["padding"]))
+
+
+def lhs_loaded_once(anchor: Node) -> bool:
+    """The GEMM kernel loads each element of this f32 dot's lhs / pointwise conv's input exactly once.
+
+    One 64-wide N tile means one block column, and a 1x1 unstrided conv reads each
+    input pixel for one output pixel, so a compute prologue on that operand costs
+    what it would in its producer's kernel, and its result need not go to memory
+    (EfficientNet's squeeze-excite scale before the project conv).
+    """
+    if anchor.inputs[0].dtype != dtypes.f32:
+        # f16/bf16: a materialized operand is rounded to its storage type after every op, which
+        # references (onnxruntime, the ONNX node suite) reproduce; f32 math inside the loads
+        # would differ from them by an ulp
+        return False
+    if anchor.op == "dot_general":
+        _, rf = ops.dot_free_dims(anchor.attrs, anchor.inputs[0].type.rank, anchor.inputs[1].type.rank)
+        n = 1
+        for d in rf:
+            n *= anchor.inputs[1].shape[d]
+        return n <= 64
+    return pointwise_conv(anchor) and anchor.outputs[0].shape[-1] <= 64
+
+
+def _reads_one_tensor(v: Value, users, producer, outputs) -> bool:
+    """Computing `v` in its consumer saves v's round trip through memory and reads nothing new.
+
+    True when the exclusive elementwise ops computing v read exactly one tensor of v's
+    size, besides broadcasts of smaller tensors (seen through transposes and reshapes)
+    and constants, and that tensor is materialized anyway: it has other users or is a
+    graph input. EfficientNet's squeeze-excite scale x * s[c] before the project conv is
+    such a case (x also feeds the squeeze pool); SwiGLU over two GEMM halves is not (it
+    stays the up projection's epilogue, which writes half of what it reads).
+    """
+    chain, frontier, big, seen = set(), [v], [], set()
+    while frontier:
+        w = frontier.pop()
+        if w in seen:
+            continue
+        seen.add(w)
+        p = producer.get(w)
+        exclusive = p is not None and w not in outputs and (w is v or all(u in chain for u in users.get(w, [])))
+        if exclusive and ops.category(p.op) == ops.ELEMENTWISE and w.shape == v.shape:
+            chain.add(p)
+            frontier += p.inputs
+        elif w.type.size >= v.type.size and not _broadcast_of_smaller(w, v.type.size, producer):
+            big.append(w)
+    if not chain or len(big) != 1:
+        return False
+    w = big[0]
+    return producer.get(w) is None or w in outputs or any(u not in chain for u in users.get(w, []))
+
+
+def _broadcast_of_smaller(w: Value, size: int, producer) -> bool:
+    """`w` is index math (broadcast, transpose, reshape) over a tensor of fewer than `size` elements."""
+    p = producer.get(w)
+    while p is not None and p.op in ("broadcast_in_dim", "transpose", "reshape"):
+        if p.inputs[0].type.size < size:
+            return True
+        p = producer.get(p.inputs[0])
+    return False
 
 
 def _staged_conv(anchor, members):

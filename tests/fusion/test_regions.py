@@ -57,9 +57,10 @@ def test_graph_output_is_not_fused_away():
 
 
 def test_gemm_prologue_takes_index_math_but_not_compute():
+    """N = 70 spans two block columns, so each lhs element is loaded twice: exp stays in its own kernel."""
     b = GraphBuilder()
     x = b.input("x", (4, 8))
-    wt = b.input("wt", (5, 8))
+    wt = b.input("wt", (70, 8))
     w = b.add("transpose", wt, permutation=(1, 0))
     xe = b.add("exp", x)
     d = b.add("dot_general", xe, w, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
@@ -356,3 +357,53 @@ def test_lstm_steps_run_their_cell_in_the_recurrent_gemm():
     assert kinds(regions) == ["dot", "dot", "dot"]
     assert [r.gates for r in regions] == [4, 4, 4]
     assert [len(r.extra_roots) for r in regions] == [1, 1, 0]       # c_t for the next step; the last needs none
+
+
+def _se_scaled_project(b, x, se_users_x: bool):
+    """x * sigmoid(s)[c] -> 1x1 conv to 16 channels; s is a per-image, per-channel vector."""
+    n, h, w, c = x.shape
+    s = b.input("s", (n, 1, 1, c))
+    sb = b.add("broadcast_in_dim", b.add("logistic", s), shape=x.shape, broadcast_dimensions=(0, 1, 2, 3))
+    xs = b.add("mul", b.add("tanh", x) if not se_users_x else x, sb)
+    w_ = b.constant(np.ones((16, 1, 1, c), np.float32))
+    return b.add("convolution", xs, w_, strides=(1, 1), padding=((0, 0), (0, 0)), dilations=(1, 1), groups=1,
+                 layout="NHWC")
+
+
+def test_channel_scale_joins_a_pointwise_conv_that_reads_its_input_once():
+    """EfficientNet's squeeze-excite scale: x is materialized anyway (the squeeze pool reads it), and a
+    1x1 conv with one 64-wide N tile loads each element once, so x * s[c] is computed there."""
+    b = GraphBuilder()
+    x = b.add("tanh", b.input("x", (2, 5, 5, 32)))
+    pooled = b.add("reduce", x, kind="sum", axes=(1, 2))
+    g = b.build([_se_scaled_project(b, x, True), pooled])
+    regions = partition(g)
+    check_partition(g, regions)
+    conv = next(r for r in regions if r.kind == "conv")
+    assert {"mul", "logistic"} <= {n.op for n in conv.nodes}
+    assert kinds(regions).count("loop") == 1       # tanh(x) alone: no kernel for the scaled tensor
+
+
+def test_channel_scale_stays_out_when_it_would_only_move():
+    """When the scaled tensor's input is another conv's result used only there, computing the scale in
+    the 1x1 conv saves no bytes (that conv would write its raw result instead): it stays its epilogue."""
+    b = GraphBuilder()
+    x = b.add("convolution", b.input("x", (2, 5, 5, 8)), b.constant(np.ones((32, 3, 3, 8), np.float32)),
+              strides=(1, 1), padding=((1, 1), (1, 1)), dilations=(1, 1), groups=1, layout="NHWC")
+    g = b.build([_se_scaled_project(b, x, False)])
+    regions = partition(g)
+    check_partition(g, regions)
+    first, last = (r for r in regions if r.kind == "conv")
+    assert "mul" in {n.op for n in first.nodes} and "mul" not in {n.op for n in last.nodes}
+
+
+def test_lhs_compute_joins_a_gemm_with_one_block_column():
+    """N <= 64: the lhs is loaded once, so exp(x) of a graph input runs in the GEMM's loads."""
+    b = GraphBuilder()
+    x = b.input("x", (4, 8))
+    d = b.add("dot_general", b.add("exp", x), b.input("w", (8, 5)), lhs_batch=(), rhs_batch=(), lhs_contract=(1,),
+              rhs_contract=(0,))
+    g = b.build([d])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["dot"]

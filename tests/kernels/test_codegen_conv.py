@@ -256,3 +256,28 @@ def test_depthwise_project_partials_sum_in_a_fixed_order():
     twice, _, counters = run_on_host(graph, ins, runs=2)
     np.testing.assert_array_equal(once[0], twice[0])
     assert not counters.any()
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_squeeze_excite_scale_in_the_project_conv(dtype):
+    """x * sigmoid(s)[n, c] computed in a 1x1 conv's operand loads (one block column: each element
+    loaded once); x is also pooled, so it is materialized anyway."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.add("tanh", b.input("x", (2, 9, 7, 37), dtype))
+    s = b.input("s", (2, 1, 1, 37), dtype)
+    sb = b.add("broadcast_in_dim", b.add("logistic", s), shape=x.shape, broadcast_dimensions=(0, 1, 2, 3))
+    w = b.constant(random_array(rng, (50, 1, 1, 37)).astype(NP[dtype]))
+    y = b.add("convolution", b.add("mul", x, sb), w, strides=(1, 1), padding=((0, 0), (0, 0)), dilations=(1, 1),
+              groups=1, layout="NHWC")
+    pooled = b.add("reduce", x, kind="sum", axes=(1, 2))
+    outs = [y, pooled] if dtype == "f32" else [b.add("convert", y, dtype="f32"), b.add("convert", pooled, dtype="f32")]
+    graph = b.build(outs)
+    ins = [random_array(rng, (2, 9, 7, 37)).astype(NP[dtype]), random_array(rng, (2, 1, 1, 37)).astype(NP[dtype])]
+    tol = 2e-2 if dtype == "f16" else 1e-4
+    kernels = check(graph, ins, seed, rtol=tol, atol=tol)
+    conv = next(k for k in kernels if k.region.kind == "conv")
+    if dtype == "f32":
+        assert "mul" in {n.op for n in conv.region.nodes} and len(kernels) == 3    # tanh, the conv, the pool
+    else:       # f16 keeps the scaled tensor rounded to f16, as the references compute it
+        assert "mul" not in {n.op for n in conv.region.nodes}
