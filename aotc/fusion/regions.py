@@ -15,10 +15,10 @@ graph output, or a value some consumer region did not absorb):
 - a GEMM whose result is read only as k equal column blocks (SwiGLU's gate and
   up halves, an LSTM's four gates) takes the unit over the blocks as a *gated
   epilogue*, values the unit also hands to later ops (the LSTM's c_t) written as
-  extra roots (see _gated_anchor);
+  extra roots (see fusion/gated.py);
 - a pointwise (1x1) conv fed by a depthwise conv takes that conv, its
   epilogue and its own fused expansion as prologue (*depthwise prologue*,
-  MobileNet's inverted-residual block in one kernel, see depthwise_prologue);
+  MobileNet's inverted-residual block in one kernel, see prologues.py);
 - elementwise, injective and source producers are absorbed as *prologue*
   (loop body, operand loads) when all their users are in the region;
   injective and source ops (pure index math) are absorbed even when they have
@@ -31,43 +31,18 @@ and norm prologues aside) and that the region order is a valid schedule.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from aotc.errors import VerifyError
 from aotc.fusion.attention import find_attention
-from aotc.ir import dtypes, ops
+from aotc.fusion.gated import gated_anchor, merge_sliced_loops
+from aotc.fusion.prologues import (depthwise_prologue, expand_into_depthwise, lhs_prologue_pays, staged_conv,
+                                   staged_depthwise)
+from aotc.fusion.region import Region, dependents, region_inputs
+from aotc.ir import ops
 from aotc.ir.graph import Graph, Node, Value
 
 ANCHOR_KINDS = {ops.REDUCTION: "reduction", ops.DOT: "dot", ops.CONV: "conv", ops.WINDOW: "window"}
 _FUSIBLE = (ops.ELEMENTWISE, ops.INJECTIVE, ops.SOURCE)
 _DUPLICABLE = (ops.INJECTIVE, ops.SOURCE)
-
-
-@dataclass
-class Region:
-    """A set of nodes computed by one kernel, writing one root value.
-
-    `nodes` are in graph order. `anchor` is the reduce/dot/conv/window node,
-    or None for a loop region. `epilogue` are the nodes that consume the
-    anchor's result (elementwise, same shape). `inputs` are the materialized
-    values the kernel reads. A region with no nodes copies `root` (a graph
-    input or constant) into an output buffer.
-    """
-    kind: str
-    root: Value
-    nodes: list[Node]
-    anchor: Node | None = None
-    epilogue: list[Node] = field(default_factory=list)
-    inputs: list[Value] = field(default_factory=list)
-    reasons: list[str] = field(default_factory=list)
-    attention: object = None        # AttentionMatch for kind "attention"
-    gated: int = 0                  # F of a gated epilogue (act(D[..., :F]) * D[..., F:]), see _gated_anchor
-    gates: int = 0                  # its k column blocks of width F (2: SwiGLU, 4: an LSTM cell)
-    extra_roots: list = field(default_factory=list)   # more values the kernel writes (merge_sibling_loops)
-
-    def describe(self) -> str:
-        ops_list = "+".join(n.op for n in self.nodes) or "copy"
-        return f"{self.kind}: {ops_list} -> {self.root.type}"
 
 
 def explain(region: Region) -> dict:
@@ -123,56 +98,9 @@ def partition(graph: Graph) -> list[Region]:
     for r in regions:
         r.nodes.sort(key=position.__getitem__)
         r.epilogue.sort(key=position.__getitem__)
-        r.inputs = _region_inputs(r)
+        r.inputs = region_inputs(r)
     regions = merge_sibling_loops(regions, users, outputs, position)
     return merge_sliced_loops(regions, users, producer, outputs, position)
-
-
-def merge_sliced_loops(regions: list[Region], users, producer, outputs, position) -> list[Region]:
-    """Run a loop over a GEMM's column blocks in the GEMM's epilogue, when the loop comes right after it.
-
-    A GRU step's first GEMM gives the update and reset gates as two column blocks; a
-    loop computes r * h from the reset block while the next GEMM's epilogue reads the
-    update block. Growing regions from the roots down cannot see that (the later GEMM
-    claims its block first), so this pass joins the two after the fact: the loop
-    becomes a gated epilogue (kernels/codegen_gated.py) and the blocks other regions
-    read are written as extra roots, which those regions then read instead of the GEMM.
-    """
-    out: list[Region] = []
-    i = 0
-    while i < len(regions):
-        merged = _merge_sliced_loop(regions[i], regions[i + 1], regions[i + 2:], users, producer, outputs,
-                                    position) if i + 1 < len(regions) else None
-        out.append(merged or regions[i])
-        i += 2 if merged else 1
-    return out
-
-
-def _merge_sliced_loop(a: Region, b: Region, later, users, producer, outputs, position):
-    if a.kind != "dot" or a.gated or a.epilogue or a.extra_roots or a.root is not a.anchor.outputs[0] \
-            or b.kind != "loop" or a.root not in b.inputs or not b.root.shape:
-        return None
-    found = _gated_gemm(a.root, b.root.shape, users, producer, outputs)
-    if found is None or found[1]:
-        return None
-    slices = found[2]
-    if any(a.root in n.inputs and n not in slices for n in b.nodes) \
-            or any(v.shape != b.root.shape for v in b.extra_roots) or any(sl.outputs[0] in outputs for sl in slices):
-        return None
-    readers = [r for r in later if any(sl in r.nodes for sl in slices)]
-    need = [sl.outputs[0] for sl in slices if any(sl in r.nodes for r in readers)]
-    nodes = sorted(set(a.nodes) | set(b.nodes) | set(slices), key=position.__getitem__)
-    epilogue = sorted(set(slices) | set(_dependents(nodes, set(slices), producer)), key=position.__getitem__)
-    merged = Region("dot", b.root, nodes, a.anchor, epilogue,
-                    reasons=a.reasons + b.reasons + ["the loop over its column blocks runs in its epilogue"])
-    merged.gated, merged.gates = b.root.shape[-1], len(slices)
-    merged.extra_roots = b.extra_roots + need
-    merged.inputs = _region_inputs(merged)
-    for r in readers:          # they read the written blocks now, not the GEMM's result
-        r.nodes = [n for n in r.nodes if n not in slices]
-        r.epilogue = [n for n in r.epilogue if n not in slices]
-        r.inputs = _region_inputs(r)
-    return merged
 
 
 def merge_sibling_loops(regions: list[Region], users, outputs, position) -> list[Region]:
@@ -191,7 +119,7 @@ def merge_sibling_loops(regions: list[Region], users, outputs, position) -> list
             merged = Region("loop", prev.root, sorted(set(prev.nodes) | set(r.nodes), key=position.__getitem__),
                             reasons=prev.reasons + r.reasons + [f"{r.root.name} computed in the same kernel"])
             merged.extra_roots = prev.extra_roots + [r.root]
-            merged.inputs = [v for v in _region_inputs(merged) if v is not prev.root]
+            merged.inputs = [v for v in region_inputs(merged) if v is not prev.root]
             out[-1] = merged
         else:
             out.append(r)
@@ -237,7 +165,7 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
     if anchor is None:
         anchor, epilogue = _find_epilogue_anchor(root, users, producer, outputs, reasons)
         if anchor is None:
-            anchor, epilogue, gated, gates, extra = _gated_anchor(root, users, producer, outputs, position)
+            anchor, epilogue, gated, gates, extra = gated_anchor(root, users, producer, outputs, position)
         if anchor is not None:
             members.update(epilogue)
             members.add(anchor)
@@ -253,8 +181,7 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
     # an attention kernel stages each Q, K, V tile in shared memory once per query tile, so an
     # elementwise prologue (ONNX Attention's sqrt(scale) on Q and K, RoPE) costs little there
     restricted = {m: heavy and match is None and m is anchor for m in members}
-    once = heavy and match is None and lhs_loaded_once(anchor) and \
-        _reads_one_tensor(anchor.inputs[0], users, producer, outputs)
+    once = heavy and match is None and lhs_prologue_pays(anchor, users, producer, outputs)
     pre_reasons = list(reasons)
     if heavy and match is None:
         norm, why = norm_prologue(anchor, users, producer, outputs)
@@ -303,7 +230,7 @@ def _absorb_refusal(p: Node, v: Value, restricted: bool, anchor, allow_rows: boo
                     users, members, outputs) -> str:
     """Why producer `p` of `v` cannot join the region ("" if it can)."""
     cat = ops.category(p.op)
-    if cat == ops.CONV and _expand_into_depthwise(p, v, _staged_conv(anchor, members), anchor, users, members,
+    if cat == ops.CONV and expand_into_depthwise(p, v, staged_conv(anchor, members), anchor, users, members,
                                                   outputs):
         return ""
     if cat == ops.REDUCTION and allow_rows and anchor is None and v not in outputs:
@@ -320,168 +247,6 @@ def _absorb_refusal(p: Node, v: Value, restricted: bool, anchor, allow_rows: boo
     if not exclusive and cat not in _DUPLICABLE:
         return f"{p.op} '{p.name}' not fused: used outside the region"
     return ""
-
-
-def staged_depthwise(n: Node | None) -> bool:
-    """A depthwise conv that runs on the depthwise kernel (its input patch is staged in shared memory).
-
-    Each staged input element is computed once per tile, so such a conv may take
-    elementwise prologues, and a pointwise expansion conv (see _expand_into_depthwise).
-    """
-    if n is None or n.op != "convolution":
-        return False
-    from aotc.kernels.codegen_conv import depthwise_node_fits
-    x, w = n.inputs
-    a = n.attrs
-    return (a.get("layout") == "NHWC" and x.type.rank == 4 and w.shape[-1] == 1
-            and a["groups"] == x.shape[-1] == n.outputs[0].shape[-1] and depthwise_node_fits(n))
-
-
-MAX_FUSED_CONV_K = 64       # taps x input channels of a dense conv recomputed per staged element
-
-
-def pointwise_conv(n: Node | None) -> bool:
-    """A 1x1, stride-1, unpadded, ungrouped NHWC 2-D conv: a GEMM over pixels x channels."""
-    if n is None or n.op != "convolution":
-        return False
-    x, w = n.inputs
-    a = n.attrs
-    return (a.get("layout") == "NHWC" and x.type.rank == 4 and a["groups"] == 1
-            and all(k == 1 for k in w.shape[1:-1]) and all(s == 1 for s in a["strides"])
-            and all(tuple(q) == (0, 0) for q in a["padding"]))
-
-
-def lhs_loaded_once(anchor: Node) -> bool:
-    """The GEMM kernel loads each element of this f32 dot's lhs / pointwise conv's input exactly once.
-
-    One 64-wide N tile means one block column, and a 1x1 unstrided conv reads each
-    input pixel for one output pixel, so a compute prologue on that operand costs
-    what it would in its producer's kernel, and its result need not go to memory
-    (EfficientNet's squeeze-excite scale before the project conv).
-    """
-    if anchor.inputs[0].dtype != dtypes.f32:
-        # f16/bf16: a materialized operand is rounded to its storage type after every op, which
-        # references (onnxruntime, the ONNX node suite) reproduce; f32 math inside the loads
-        # would differ from them by an ulp
-        return False
-    if anchor.op == "dot_general":
-        _, rf = ops.dot_free_dims(anchor.attrs, anchor.inputs[0].type.rank, anchor.inputs[1].type.rank)
-        n = 1
-        for d in rf:
-            n *= anchor.inputs[1].shape[d]
-        return n <= 64
-    return pointwise_conv(anchor) and anchor.outputs[0].shape[-1] <= 64
-
-
-def _reads_one_tensor(v: Value, users, producer, outputs) -> bool:
-    """Computing `v` in its consumer saves v's round trip through memory and reads nothing new.
-
-    True when the exclusive elementwise ops computing v read exactly one tensor of v's
-    size, besides broadcasts of smaller tensors (seen through transposes and reshapes)
-    and constants, and that tensor is materialized anyway: it has other users or is a
-    graph input. EfficientNet's squeeze-excite scale x * s[c] before the project conv is
-    such a case (x also feeds the squeeze pool); SwiGLU over two GEMM halves is not (it
-    stays the up projection's epilogue, which writes half of what it reads).
-    """
-    chain, frontier, big, seen = set(), [v], [], set()
-    while frontier:
-        w = frontier.pop()
-        if w in seen:
-            continue
-        seen.add(w)
-        p = producer.get(w)
-        exclusive = p is not None and w not in outputs and (w is v or all(u in chain for u in users.get(w, [])))
-        if exclusive and ops.category(p.op) == ops.ELEMENTWISE and w.shape == v.shape:
-            chain.add(p)
-            frontier += p.inputs
-        elif w.type.size >= v.type.size and not _broadcast_of_smaller(w, v.type.size, producer):
-            big.append(w)
-    if not chain or len(big) != 1:
-        return False
-    w = big[0]
-    return producer.get(w) is None or w in outputs or any(u not in chain for u in users.get(w, []))
-
-
-def _broadcast_of_smaller(w: Value, size: int, producer) -> bool:
-    """`w` is index math (broadcast, transpose, reshape) over a tensor of fewer than `size` elements."""
-    p = producer.get(w)
-    while p is not None and p.op in ("broadcast_in_dim", "transpose", "reshape"):
-        if p.inputs[0].type.size < size:
-            return True
-        p = producer.get(p.inputs[0])
-    return False
-
-
-def _staged_conv(anchor, members):
-    """The region's staged depthwise conv: the anchor, or one a pointwise anchor took as prologue."""
-    if staged_depthwise(anchor):
-        return anchor
-    if pointwise_conv(anchor):
-        return next((m for m in members if m is not anchor and staged_depthwise(m)), None)
-    return None
-
-
-def depthwise_prologue(anchor: Node, users, producer, outputs) -> tuple[set[Node], str]:
-    """(a depthwise conv and its elementwise epilogue that a pointwise conv computes as its
-    prologue, why not: "" or a reason).
-
-    MobileNet's block is expand (1x1) -> depthwise (3x3) -> project (1x1). The
-    depthwise kernel already computes the expansion while it stages its patch;
-    with this the project conv runs in the same kernel too, so the block's two
-    expanded tensors (6x the block's channels) never go through memory. Each
-    depthwise block keeps its tile's result in shared memory and multiplies it
-    by its channels' rows of the project weights; the channel blocks' partial
-    sums meet as split-K partials (kernels/codegen_conv.py).
-    """
-    if not pointwise_conv(anchor):
-        return set(), ""
-    x = anchor.inputs[0]
-    chain: set[Node] = set()
-    frontier, dw = [x], None
-    while frontier:                 # elementwise ops at x's shape, up to one staged depthwise conv
-        v = frontier.pop()
-        p = producer.get(v)
-        if p is None or p in chain or v in outputs:
-            continue
-        if staged_depthwise(p) and dw in (None, p) and v.shape == x.shape:
-            dw = p
-            chain.add(p)
-        elif ops.category(p.op) == ops.ELEMENTWISE and v.shape == x.shape and len(p.outputs) == 1:
-            chain.add(p)
-            frontier += p.inputs
-    if dw is None:
-        return set(), ""
-    outside = [n for n in chain for v in n.outputs for u in users.get(v, []) if u not in chain and u is not anchor]
-    if outside or x in outputs:
-        return set(), f"convolution '{dw.name}' not fused into pointwise conv '{anchor.name}': result used elsewhere"
-    from aotc.kernels.codegen_conv import depthwise_project_fits
-    why = depthwise_project_fits(dw, anchor)
-    if why:
-        return set(), f"convolution '{dw.name}' not fused into pointwise conv '{anchor.name}': {why}"
-    return chain, ""
-
-
-def _expand_into_depthwise(p: Node, v: Value, dw, anchor, users, members, outputs) -> bool:
-    """A conv whose result only feeds a staged depthwise conv, cheap enough to recompute there.
-
-    The depthwise kernel then computes it while it stages its input patch (a
-    dot product per staged element, the halo recomputed), so its result never
-    goes to memory. Two kinds qualify: a 1x1 conv (MobileNet's expansion, the
-    block's largest tensor) and a dense conv of at most MAX_FUSED_CONV_K taps x
-    channels (MobileNet's and EfficientNet's 3x3 stem on the 3-channel image).
-    """
-    if dw is None or v in outputs or len(p.outputs) != 1:
-        return False
-    if any(m.op == "convolution" and m is not dw and m is not anchor for m in members):
-        return False
-    x, w = p.inputs
-    a = p.attrs
-    if a.get("layout") != "NHWC" or a["groups"] != 1 or x.type.rank != 4:
-        return False
-    pointwise = (all(k == 1 for k in w.shape[1:-1]) and all(s == 1 for s in a["strides"])
-                 and all(d == 1 for d in a["dilations"]) and all(tuple(q) == (0, 0) for q in a["padding"]))
-    small = w.shape[1] * w.shape[2] * w.shape[3] <= MAX_FUSED_CONV_K
-    return (pointwise or small) and all(u in members for u in users.get(v, []))
 
 
 def norm_prologue(anchor: Node, users, producer, outputs) -> tuple[set[Node], str]:
@@ -646,152 +411,10 @@ def _find_epilogue_anchor(root: Node, users, producer, outputs, reasons):
     if not all(u in seen for u in users.get(anchor.outputs[0], [])):
         reasons.append(f"{anchor.op} '{anchor.name}' not fused as epilogue: used outside the region")
         return None, []
-    epilogue = _dependents(chain, {anchor}, producer)
+    epilogue = dependents(chain, {anchor}, producer)
     # a chain node feeding the epilogue but not depending on the anchor must be
     # exclusive to the region; those are simply prologue members
     return anchor, epilogue
-
-
-def _gated_anchor(root: Node, users, producer, outputs, position=None):
-    """(dot, epilogue nodes, F, k, extra roots) for a gated unit over k column blocks of one GEMM,
-    else (None, [], 0, 0, []).
-
-    The epilogue reads D = x @ W in k blocks of F columns, D[..., g*F:(g+1)*F]:
-    SwiGLU over LLaMA's gate and up projections (merge-dots makes them one GEMM,
-    k = 2: act(D[..., :F]) * D[..., F:]) or an LSTM cell over the recurrent GEMM's
-    four gates (k = 4). The GEMM kernel computes a tile's k gate columns in the same
-    thread (its B loads interleave them, see kernels/codegen_gated.py), so the unit
-    is its epilogue and neither D nor the blocks go through memory. Values between
-    the blocks and the root that are used outside (the LSTM's cell state c_t, which
-    the next step reads) are written as extra roots of the same kernel.
-    """
-    none = (None, [], 0, 0, [])
-    shape = root.outputs[0].shape
-    if ops.category(root.op) != ops.ELEMENTWISE or not shape or position is None:
-        return none
-    frontier, seen, candidates = [root], {root}, []
-    while frontier:                       # elementwise ops at the root's shape, down to slices of a D
-        node = frontier.pop()
-        for v in node.inputs:
-            p = producer.get(v)
-            if p is None or p in seen or v in outputs or v.shape != shape:
-                continue
-            seen.add(p)
-            if p.op == "slice":
-                if p.inputs[0] not in candidates and producer.get(p.inputs[0]) is not None:
-                    candidates.append(p.inputs[0])
-            elif ops.category(p.op) == ops.ELEMENTWISE:
-                frontier.append(p)
-    for d in sorted(candidates, key=lambda v: -position[producer[v]]):      # the latest GEMM first
-        found = _gated_gemm(d, shape, users, producer, outputs)
-        if found is not None:
-            break
-    else:
-        return none
-    node, pre, slices = found
-    f = shape[-1]
-    k = len(slices)
-    # the unit: elementwise ops at the root's shape that depend on the blocks and lead to the root
-    # (forward from the slices, no further than the root in graph order, then back from the root)
-    ahead, frontier = set(slices), list(slices)
-    while frontier:
-        for v in frontier.pop().outputs:
-            for u in users.get(v, []):
-                if u not in ahead and position[u] <= position[root] and ops.category(u.op) == ops.ELEMENTWISE \
-                        and u.outputs[0].shape == shape:
-                    ahead.add(u)
-                    frontier.append(u)
-    if root not in ahead:
-        return none
-    unit, frontier = {root}, [root]
-    while frontier:
-        for v in frontier.pop().inputs:
-            p = producer.get(v)
-            if p in ahead and p not in unit:
-                unit.add(p)
-                frontier.append(p)
-    if not set(slices) <= unit or not _acyclic(unit | {node, *pre}, users, producer, position, position[root]):
-        return none
-    extra = [n.outputs[0] for n in sorted(unit - set(slices) - {root}, key=position.__getitem__)
-             if any(u not in unit for u in users.get(n.outputs[0], []))]
-    if any(v in outputs for v in extra):
-        return none
-    epilogue = list(pre) + sorted(unit, key=position.__getitem__)
-    return node, epilogue, f, k, extra
-
-
-def _acyclic(unit: set, users, producer, position, last: int) -> bool:
-    """No value the unit reads from outside depends on the unit itself (graph positions up to `last`).
-
-    Reaching back from the root through elementwise ops can take in a path through a
-    later step (an LSTM's c_t feeds step t+1's cell, whose result the root may also
-    read); one kernel could not compute that unit, as it would read what it writes.
-    """
-    after, frontier = set(), list(unit)
-    while frontier:
-        for v in frontier.pop().outputs:
-            for u in users.get(v, []):
-                if u not in unit and u not in after and position[u] <= last:
-                    after.add(u)
-                    frontier.append(u)
-    return not any(producer.get(v) in after for n in unit for v in n.inputs)
-
-
-def _gated_gemm(d: Value, shape, users, producer, outputs):
-    """(dot, elementwise nodes between it and d, the slices) when `d` is a GEMM result read only
-    as k in (2, 4) column blocks of `shape` (slices at 0, F, ..., (k-1)F), else None."""
-    f = shape[-1]
-    if d in outputs or d.shape[:-1] != tuple(shape[:-1]) or d.shape[-1] % f or d.shape[-1] // f not in (2, 4):
-        return None
-    k = d.shape[-1] // f
-    slices = users.get(d, [])
-    zero = (0,) * (len(shape) - 1)
-    if len(slices) != k or any(sl.op != "slice" or set(sl.attrs["stride"]) != {1} or sl.outputs[0].shape != shape
-                               for sl in slices) \
-            or sorted(tuple(sl.attrs["start"]) for sl in slices) != [zero + (g * f,) for g in range(k)]:
-        return None
-    pre, node = [], producer.get(d)         # elementwise at D's shape (a merged bias) back to the GEMM
-    while node is not None and ops.category(node.op) == ops.ELEMENTWISE:
-        inner = [v for v in node.inputs if v.shape == d.shape and producer.get(v) is not None
-                 and ops.category(producer[v].op) in (ops.ELEMENTWISE, ops.DOT)]
-        if len(inner) != 1 or len(users.get(node.outputs[0], [])) != (k if not pre else 1):
-            return None
-        pre.append(node)
-        node = producer[inner[0]]
-    if node is None or node.op != "dot_general" or len(users.get(node.outputs[0], [])) != (1 if pre else k):
-        return None
-    _, rf = ops.dot_free_dims(node.attrs, node.inputs[0].type.rank, node.inputs[1].type.rank)
-    if len(rf) != 1 or node.outputs[0] in outputs or any(v in outputs for n in pre for v in n.outputs):
-        return None
-    return node, pre, slices
-
-
-def _dependents(chain, seeds: set, producer) -> list[Node]:
-    """The nodes of `chain` that depend on `seeds` (directly or through each other): an epilogue."""
-    depends, out = set(seeds), []
-    changed = True
-    while changed:
-        changed = False
-        for n in chain:
-            if n not in depends and any(producer.get(v) in depends for v in n.inputs):
-                depends.add(n)
-                out.append(n)
-                changed = True
-    return out
-
-
-def _region_inputs(region: Region) -> list[Value]:
-    members = set(region.nodes)
-    produced = {v for n in region.nodes for v in n.outputs}
-    seen: dict[Value, None] = {}
-    for n in region.nodes:
-        for v in n.inputs:
-            if v not in produced:
-                seen.setdefault(v, None)
-    if not region.nodes:
-        seen[region.root] = None
-    del members
-    return list(seen)
 
 
 def check_partition(graph: Graph, regions: list[Region]) -> None:

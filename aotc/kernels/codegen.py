@@ -360,7 +360,6 @@ def dot_fetch(idx_t: str, load_a: str, load_b: str, M: int, N: int, K: int) -> s
 def _dot(b: _Builder) -> Kernel:
     anchor = b.region.anchor
     lhs, rhs = anchor.inputs
-    out = anchor.outputs[0]
     lb, rb = anchor.attrs["lhs_batch"], anchor.attrs["rhs_batch"]
     lc, rc = anchor.attrs["lhs_contract"], anchor.attrs["rhs_contract"]
     lf, rf = ops.dot_free_dims(anchor.attrs, lhs.type.rank, rhs.type.rank)

@@ -256,7 +256,7 @@ def _project_plan(dw, proj, split: bool = True):
 
 def project_source(region):
     """The depthwise conv a pointwise-conv region computes as its prologue (None if it has none)."""
-    from aotc.fusion.regions import pointwise_conv, staged_depthwise
+    from aotc.fusion.prologues import pointwise_conv, staged_depthwise
     if not pointwise_conv(region.anchor):
         return None
     return next((n for n in region.nodes if n is not region.anchor and staged_depthwise(n)), None)

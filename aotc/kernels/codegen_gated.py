@@ -1,6 +1,6 @@
 """Gated epilogues: an elementwise unit over k column blocks of one GEMM, computed in the GEMM kernel.
 
-fusion.regions._gated_anchor finds epilogues that read D = x @ W in k equal column blocks
+fusion.gated.gated_anchor finds epilogues that read D = x @ W in k equal column blocks
 D[..., g*F:(g+1)*F]: SwiGLU/GeGLU over LLaMA's merged gate and up projections (k = 2,
 act(D[..., :F]) * D[..., F:]) and an LSTM cell over the recurrent GEMM's four gates
 (k = 4, i, o, f, c). The kernel runs over k * F' columns (F' = F rounded up to 64/k), 64 per
