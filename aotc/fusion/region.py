@@ -28,9 +28,10 @@ class Region:
     inputs: list[Value] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     attention: object = None        # AttentionMatch for kind "attention"
-    gated: int = 0                  # F of a gated epilogue (act(D[..., :F]) * D[..., F:]), see _gated_anchor
+    gated: int = 0                  # F of a gated epilogue (act(D[..., :F]) * D[..., F:]), see gated.py
     gates: int = 0                  # its k column blocks of width F (2: SwiGLU, 4: an LSTM cell)
     extra_roots: list = field(default_factory=list)   # more values the kernel writes (merge_sibling_loops)
+    phases: list = field(default_factory=list)        # kind "chain": (anchor, result) per phase, in order
 
     def describe(self) -> str:
         ops_list = "+".join(n.op for n in self.nodes) or "copy"

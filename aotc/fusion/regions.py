@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from aotc.errors import VerifyError
 from aotc.fusion.attention import find_attention
+from aotc.fusion.chains import merge_tiny_chains
 from aotc.fusion.gated import gated_anchor, merge_sliced_loops
 from aotc.fusion.prologues import (depthwise_prologue, expand_into_depthwise, lhs_prologue_pays, staged_conv,
                                    staged_depthwise)
@@ -100,7 +101,8 @@ def partition(graph: Graph) -> list[Region]:
         r.epilogue.sort(key=position.__getitem__)
         r.inputs = region_inputs(r)
     regions = merge_sibling_loops(regions, users, outputs, position)
-    return merge_sliced_loops(regions, users, producer, outputs, position)
+    regions = merge_sliced_loops(regions, users, producer, outputs, position)
+    return merge_tiny_chains(regions, users, producer, outputs, position)
 
 
 def merge_sibling_loops(regions: list[Region], users, outputs, position) -> list[Region]:

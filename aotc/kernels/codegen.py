@@ -195,8 +195,9 @@ def generate(graph: Graph, region: Region, producer=None, split_k: bool = True) 
     producer = producer if producer is not None else graph.producers()
     b = _Builder(graph, region, producer, split_k)
     from aotc.kernels.codegen_attention import generate_attention
+    from aotc.kernels.codegen_chain import generate_chain
     gen = {"loop": _loop, "reduction": _reduction, "dot": _dot, "conv": _conv, "window": _window,
-           "row": _row, "attention": generate_attention}
+           "row": _row, "attention": generate_attention, "chain": generate_chain}
     return gen[region.kind](b)
 
 
