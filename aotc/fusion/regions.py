@@ -367,13 +367,15 @@ def row_structure_ok(region: Region, producer) -> bool:
 
 
 def _find_epilogue_anchor(root: Node, users, producer, outputs, reasons):
-    """Walk down a chain of elementwise ops (and reshapes, for reduce/dot) to an anchor, if any.
+    """Walk down a chain of elementwise ops (and reshapes and transposes) to an anchor, if any.
 
-    The chain keeps the anchor's element count; a reshape keeps the linear
-    element order, so the kernel evaluates the epilogue at the root's index
-    derived from the anchor's linear index.
+    The chain keeps the anchor's element count. The kernel maps its accumulator's
+    index through the chain's reshapes (same linear offset) and transposes
+    (permuted) to the root's index and evaluates the epilogue there
+    (codegen._Builder.root_index): an NCHW model's output transpose after its
+    last conv costs no kernel of its own.
     """
-    if ops.category(root.op) != ops.ELEMENTWISE:
+    if ops.category(root.op) != ops.ELEMENTWISE and root.op not in ("reshape", "transpose"):
         return None, []
     chain = [root]
     frontier = [root]
@@ -391,7 +393,8 @@ def _find_epilogue_anchor(root: Node, users, producer, outputs, reasons):
                 if anchor is not None and p is not anchor:
                     reasons.append(f"{p.op} '{p.name}' not fused as epilogue: second anchor")
                     continue
-                same = v.shape == shape or (v.type.size == size and ops.category(p.op) in (ops.DOT, ops.REDUCTION))
+                same = v.shape == shape or (v.type.size == size and ops.category(p.op) in (ops.DOT, ops.REDUCTION,
+                                                                                           ops.CONV))
                 if not same or len(p.outputs) != 1:
                     reasons.append(f"{p.op} '{p.name}' not fused as epilogue: result shape differs")
                     continue
@@ -400,7 +403,7 @@ def _find_epilogue_anchor(root: Node, users, producer, outputs, reasons):
                     continue
                 anchor = p
                 continue
-            if (ops.category(p.op) == ops.ELEMENTWISE or p.op == "reshape") and v.type.size == size \
+            if (ops.category(p.op) == ops.ELEMENTWISE or p.op in ("reshape", "transpose")) and v.type.size == size \
                     and v not in outputs \
                     and all(u in seen or u is root for u in users.get(v, [])):
                 seen.add(p)

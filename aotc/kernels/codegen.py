@@ -126,6 +126,26 @@ class _Builder:
         ps += [f"{v.dtype.c} *__restrict__ out{j + 1}" for j, v in enumerate(self.region.extra_roots)]
         return ", ".join(ps)
 
+    def root_index(self, em: Emitter, idx) -> list[str]:
+        """The root's index for anchor-output index `idx`, through the epilogue's reshapes and transposes.
+
+        The epilogue evaluates the root at that index; walking back, every op maps it to
+        `idx` again, where the anchor's value is the accumulator. Elementwise ops keep the
+        index, a transpose permutes it, a reshape keeps the linear offset.
+        """
+        region = self.region
+        out = region.anchor.outputs[0]
+        for k, n in enumerate(_epilogue_path(region, self.producer)):
+            if n.op == "transpose":
+                idx = [idx[d] for d in n.attrs["permutation"]]
+            elif n.op == "reshape":
+                em.emit(f"const {self.idx_t} lin{k} = {linear(idx, n.inputs[0].shape)};")
+                idx = _unravel(em, f"lin{k}", n.outputs[0].shape, f"e{k}_")
+        if len(idx) != region.root.type.rank:       # no path (should not happen): the linear offset
+            em.emit(f"const {self.idx_t} lin = {linear(idx, out.shape)};")
+            idx = _unravel(em, "lin", region.root.shape, "e")
+        return idx
+
     def store_root(self, em: Emitter, idx, overrides=None):
         root = self.region.root
         val = em.value(root, idx)
@@ -161,6 +181,17 @@ class _Builder:
         return Kernel(name, text, self.params + [region.root], tuple(grid), tuple(block), smem,
                       region, nbytes, flops, splits, extra, counters, dict(self.views),
                       list(region.extra_roots))
+
+
+def _epilogue_path(region: Region, producer) -> list:
+    """The epilogue ops from the anchor's output to the root, in order, following anchor-dependent inputs."""
+    anchor, deps = region.anchor, set(region.epilogue)
+    path, node = [], producer.get(region.root)
+    while node is not None and node is not anchor and node in deps:
+        path.append(node)
+        nxt = [producer.get(v) for v in node.inputs if producer.get(v) is anchor or producer.get(v) in deps]
+        node = nxt[0] if nxt else None
+    return path[::-1] if node is anchor else []
 
 
 def slice_offset(n) -> int:
@@ -293,9 +324,7 @@ def _reduction(b: _Builder) -> Kernel:
     em_load.emit(f"acc = AOTC_COMBINE_{kind}(acc, ({acc_t})({v}));")
     acc_val = "acc" if x.dtype.is_float else f"(({compute_type(out.dtype)})acc)"
     em_epi = b.emitter(indent=4, overrides={out: acc_val})
-    root = b.region.root
-    # the epilogue may reshape: the root's index comes from the row's linear index
-    b.store_root(em_epi, kept if root.shape == out.shape else _unravel(em_epi, "row", root.shape, "e"))
+    b.store_root(em_epi, b.root_index(em_epi, kept))     # the epilogue may reshape or transpose
     slots = dict(row_index=em_row.text(), load=em_load.text(), epilogue=em_epi.text(), rows=rows,
                  extent=extent, acc_t=acc_t, init=_identity(kind, x.dtype), kind=kind, block=block, warps=ROW_WARPS)
     if warp:
@@ -326,14 +355,12 @@ def dot_epilogue(b: _Builder, bshape, mshape, nshape, M, N, indent: int) -> Emit
     """Epilogue + store for output element (b, m, n), the accumulator in `accv`."""
     out = b.region.anchor.outputs[0]
     em = b.emitter(indent=indent, overrides={out: "accv"})
-    root = b.region.root
-    if root.shape == out.shape:
-        idx = (_unravel(em, "b", bshape, "ob") if bshape else []) + _unravel(em, "m", mshape, "om") \
-            + _unravel(em, "n", nshape, "on")
-    else:           # a reshaping epilogue: index the root by the output's linear index
-        em.emit(f"const {b.idx_t} lin = (b * {M} + m) * {N} + n;")
-        idx = _unravel(em, "lin", root.shape, "e")
-    b.store_root(em, idx)
+    idx = (_unravel(em, "b", bshape, "ob") if bshape else []) + _unravel(em, "m", mshape, "om") \
+        + _unravel(em, "n", nshape, "on")
+    if len(idx) != out.type.rank:      # the dot's output dims are (batch, lhs free, rhs free) in order
+        em.emit(f"const {b.idx_t} lin_o = (b * {M} + m) * {N} + n;")
+        idx = _unravel(em, "lin_o", out.shape, "oo")
+    b.store_root(em, b.root_index(em, idx))
     return em
 
 
@@ -452,7 +479,7 @@ def _conv(b: _Builder) -> Kernel:
     for _ in range(nsp):
         em_win.close()
     em_epi = b.emitter(indent=2, overrides={out: "acc"})
-    b.store_root(em_epi, oidx)
+    b.store_root(em_epi, b.root_index(em_epi, oidx))
     cg, og = w.shape[cdim], w.shape[0] // a["groups"]
     slots = dict(out_index=em_idx.text(), window=em_win.text(), epilogue=em_epi.text(), total=total,
                  cg=cg, og=og, oc=oc, block=LOOP_BLOCK)
@@ -479,7 +506,7 @@ def _window(b: _Builder) -> Kernel:
         em_win.close()
     acc_val = "acc" if x.dtype.is_float else f"(({compute_type(out.dtype)})acc)"
     em_epi = b.emitter(indent=2, overrides={out: acc_val})
-    b.store_root(em_epi, oidx)
+    b.store_root(em_epi, b.root_index(em_epi, oidx))
     slots = dict(out_index=em_idx.text(), window=em_win.text(), epilogue=em_epi.text(), total=total,
                  acc_t=acc_t, init=_identity(kind, x.dtype), block=LOOP_BLOCK)
     return b.finish("window", slots, _grid_1d(total, LOOP_BLOCK), (LOOP_BLOCK, 1, 1))

@@ -42,13 +42,7 @@ def generate_attention(b: _Builder) -> Kernel:
     em_s = b.emitter(indent=4, overrides={qk.outputs[0]: "qk"})
     em_s.emit(f"s = {em_s.value(m.scores, list(batch_idx) + ['i', 'j'])};")
     em_e = b.emitter(indent=5, overrides={out: "accv"})
-    root = region.root
-    if root.shape == out.shape:
-        idx = list(batch_idx) + ["i", "d"]
-    else:           # a reshaping epilogue: index the root by the output's linear index
-        em_e.emit(f"const {b.idx_t} lin = (bh * {m.sq} + i) * {m.dv} + d;")
-        idx = _unravel(em_e, "lin", root.shape, "e")
-    b.store_root(em_e, idx)
+    b.store_root(em_e, b.root_index(em_e, list(batch_idx) + ["i", "d"]))
     slots = dict(batch_index=em_b.text(), load_q=load_q, load_k=load_k, load_v=load_v, score=em_s.text(),
                  epilogue=em_e.text(), nbatch=nbatch, sq=m.sq, sk=m.sk, dh=m.dh, dv=m.dv,
                  dv_per_lane=math.ceil(m.dv / 32))

@@ -203,14 +203,8 @@ def generate_depthwise(b: _Builder) -> Kernel:
     x, w, out, a, _ = conv_geometry(b)
     n_img, oh_n, ow_n, chans = out.shape
     slots = _staging(b, b.region.anchor)
-    root = b.region.root
     epi = b.emitter(indent=2, overrides={out: "acc"})
-    if root.shape == out.shape:
-        idx = ["n", "oh", "ow", "c"]
-    else:           # a reshaping epilogue: index the root by the output's linear index
-        epi.emit(f"const {b.idx_t} lin = ((n * {oh_n} + oh) * {ow_n} + ow) * {chans} + c;")
-        idx = _unravel(epi, "lin", root.shape, "e")
-    b.store_root(epi, idx)
+    b.store_root(epi, b.root_index(epi, ["n", "oh", "ow", "c"]))
     slots["epilogue"] = epi.text()
     grid = (math.ceil(oh_n / slots["th"]) * slots["tiles_w"], math.ceil(chans / slots["tc"]), n_img)
     return b.finish("depthwise", slots, grid, (DW_BLOCK, 1, 1))

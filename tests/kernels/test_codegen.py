@@ -426,3 +426,36 @@ def test_merged_sibling_loops_write_both_results():
     kernels = check(graph, [random_array(rng, (4, 16))], seed, rtol=1e-5, atol=1e-6,
                     kinds=["loop", "reduction", "reduction"])
     assert "out1[" in kernels[0].source and kernels[0].extra_outputs
+
+
+@pytest.mark.parametrize("case", ["conv", "depthwise", "dot", "reduce"])
+def test_transposing_epilogue_writes_the_root_layout(case):
+    """An anchor's epilogue may transpose (an NCHW model's output after its last NHWC conv) and reshape:
+    the kernel maps each accumulator's index to the root's and stores there; one kernel, no copy."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    if case in ("conv", "depthwise"):
+        c = 5 if case == "conv" else 6
+        x = b.input("x", (2, 7, 9, 6))
+        w = b.constant(random_array(rng, (c, 3, 3, 6 if case == "conv" else 1)))
+        y = b.add("convolution", x, w, strides=(1, 1), padding=((1, 1), (1, 1)), dilations=(1, 1),
+                  groups=1 if case == "conv" else 6, layout="NHWC")
+        y = b.add("add", y, b.add("broadcast_in_dim", b.constant(random_array(rng, (c,))), shape=y.shape,
+                                  broadcast_dimensions=(3,)))
+        root = b.add("transpose", y, permutation=(0, 3, 1, 2))
+        shapes = [(2, 7, 9, 6)]
+    elif case == "dot":
+        x, w = b.input("x", (3, 50, 20)), b.input("w", (20, 12))
+        y = b.add("dot_general", x, w, lhs_batch=(), rhs_batch=(), lhs_contract=(2,), rhs_contract=(0,))
+        t = b.add("transpose", b.add("reshape", b.add("tanh", y), shape=(3, 50, 3, 4)), permutation=(0, 2, 1, 3))
+        root = b.add("reshape", t, shape=(9, 200))
+        shapes = [(3, 50, 20), (20, 12)]
+    else:
+        x = b.input("x", (4, 6, 70))
+        r = b.add("reduce", x, kind="sum", axes=(2,))
+        root = b.add("exp", b.add("transpose", r, permutation=(1, 0)))
+        shapes = [(4, 6, 70)]
+    graph = b.build([root])
+    kinds = {"conv": "conv", "depthwise": "conv", "dot": "dot", "reduce": "reduction"}[case]
+    (k,) = check(graph, [random_array(rng, s) for s in shapes], seed, rtol=1e-4, atol=1e-5, kinds=[kinds])
+    assert case != "depthwise" or k.name.startswith("aotc_depthwise_")
