@@ -4,7 +4,8 @@ aotc unrolls recurrences at import time. An LSTM step is one launch: the cell ru
 the recurrent GEMM's epilogue, which also writes c_t for the next step. A GRU step is
 two: its reset gate multiplies h before the second GEMM, so r * h runs in the first
 GEMM's epilogue (which also writes the update gate's block) and the new h in the
-second's. Every step reads x[t] as a
+second's. PyTorch exports a GRU with linear_before_reset=1, where one GEMM gives all three
+gate blocks: that step is one launch. Every step reads x[t] as a
 slice view (a pointer into x), so the steps share their kernels: distinct kernels stay
 flat in T and so does the NVRTC time. Prints, per
 model: launches per inference, distinct kernels, cold compile time (fresh kernel
@@ -28,13 +29,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def rnn_model(op: str, steps: int, hidden: int, inputs: int = 32, batch: int = 1, seed: int = 0):
-    """One ONNX LSTM or GRU layer (forward), Y and Y_h as outputs, random weights."""
+    """One ONNX LSTM or GRU layer (forward), Y and Y_h as outputs, random weights.
+
+    op "GRUlbr" is a GRU with linear_before_reset=1, the form PyTorch's exporter writes."""
+    attrs = {"linear_before_reset": 1} if op == "GRUlbr" else {}
+    op = "GRU" if op == "GRUlbr" else op
     from onnx import TensorProto, helper, numpy_helper
     gates = {"LSTM": 4, "GRU": 3}[op]
     rng = np.random.default_rng(seed)
     w = numpy_helper.from_array((rng.standard_normal((1, gates * hidden, inputs)) * 0.1).astype(np.float32), "W")
     r = numpy_helper.from_array((rng.standard_normal((1, gates * hidden, hidden)) * 0.1).astype(np.float32), "R")
-    node = helper.make_node(op, ["x", "W", "R"], ["Y", "Y_h"], hidden_size=hidden)
+    node = helper.make_node(op, ["x", "W", "R"], ["Y", "Y_h"], hidden_size=hidden, **attrs)
     g = helper.make_graph([node], op.lower(), [helper.make_tensor_value_info("x", TensorProto.FLOAT,
                                                                               [steps, batch, inputs])],
                           [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [steps, 1, batch, hidden]),
@@ -53,9 +58,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", default="50,200")
     ap.add_argument("--hidden", type=int, default=64)
-    ap.add_argument("--ops", default="LSTM,GRU")
+    ap.add_argument("--ops", default="LSTM,GRU,GRUlbr")
     args = ap.parse_args(argv)
-    print(f"{'model':<10} {'launches':>8} {'distinct':>8} {'cold s':>7}  {'rel err':>8}  stages")
+    print(f"{'model':<12} {'launches':>8} {'distinct':>8} {'cold s':>7}  {'rel err':>8}  stages")
     bad = 0
     for op in args.ops.split(","):
         for steps in (int(s) for s in args.steps.split(",")):
@@ -70,7 +75,7 @@ def main(argv=None) -> int:
             err = max(float(np.abs(got[n] - w).max() / np.abs(w).max()) for n, w in zip(("Y", "Y_h"), want))
             bad += err > 1e-4
             stages = " ".join(f"{k}={v:.1f}" for k, v in res.stage_seconds.items())
-            print(f"{op}x{steps:<5} {len(res.plan.launches):>8} {len(res.plan.kernels):>8} {cold:>7.1f}  {err:>8.1e}  "
+            print(f"{op + 'x' + str(steps):<12} {len(res.plan.launches):>8} {len(res.plan.kernels):>8} {cold:>7.1f}  {err:>8.1e}  "
                   f"{stages}")
     return 1 if bad else 0
 

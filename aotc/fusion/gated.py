@@ -147,9 +147,9 @@ def _acyclic(unit: set, users, producer, position, last: int) -> bool:
 
 def _gated_gemm(d: Value, shape, users, producer, outputs):
     """(dot, elementwise nodes between it and d, the slices) when `d` is a GEMM result read only
-    as k in (2, 4) column blocks of `shape` (slices at 0, F, ..., (k-1)F), else None."""
+    as k in (2, 3, 4) column blocks of `shape` (slices at 0, F, ..., (k-1)F), else None."""
     f = shape[-1]
-    if d in outputs or d.shape[:-1] != tuple(shape[:-1]) or d.shape[-1] % f or d.shape[-1] // f not in (2, 4):
+    if d in outputs or d.shape[:-1] != tuple(shape[:-1]) or d.shape[-1] % f or d.shape[-1] // f not in (2, 3, 4):
         return None
     k = d.shape[-1] // f
     slices = users.get(d, [])

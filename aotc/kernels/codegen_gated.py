@@ -3,7 +3,8 @@
 fusion.gated.gated_anchor finds epilogues that read D = x @ W in k equal column blocks
 D[..., g*F:(g+1)*F]: SwiGLU/GeGLU over LLaMA's merged gate and up projections (k = 2,
 act(D[..., :F]) * D[..., F:]) and an LSTM cell over the recurrent GEMM's four gates
-(k = 4, i, o, f, c). The kernel runs over k * F' columns (F' = F rounded up to 64/k), 64 per
+(k = 4, i, o, f, c) or a GRU's (k = 3, z, r, n, laid out as 4 with the last slot empty). The
+kernel runs over k * F' columns (F' = F rounded up to 64/k), 64 per
 block: block x owns output columns [(64/k) x, (64/k)(x + 1)), and its local column l holds
 gate g(l) of output column (64/k) x + offset(l). The split follows each template's
 accumulator layout so that one thread holds all k gates of its output columns:
@@ -32,19 +33,25 @@ LAYOUTS = {   # (layout, k): gate(l), offset(l), the gate-g accumulator of this 
 }
 
 
+def _slots(k: int) -> int:
+    """Gate slots per column: k = 3 (a GRU's z, r, n in one GEMM) uses the 4-gate layout, slot 3 empty."""
+    return 4 if k == 3 else k
+
+
 def gated_width(f: int, k: int = 2) -> int:
-    """Kernel columns for F output columns: 64/k columns of each gate per 64-column block."""
-    per = 64 // k
-    return k * math.ceil(f / per) * per
+    """Kernel columns for F output columns: 64/slots columns of each gate per 64-column block."""
+    per = 64 // _slots(k)
+    return _slots(k) * math.ceil(f / per) * per
 
 
 def gated_b_load(emit_load, layout: str, f: int, idx_t: str, indent: int, k: int = 2) -> str:
-    """B-load code for kernel column `bn`: `emit_load(flat)` loads weight column `flat`."""
-    gate, off, _, _ = LAYOUTS[(layout, k)]
+    """B-load code for kernel column `bn`: `emit_load(flat)` loads weight column `flat` (0 past the gates)."""
+    gate, off, _, _ = LAYOUTS[(layout, _slots(k))]
     pad = "  " * indent
+    real = "" if _slots(k) == k else f" && {gate.format(l='gl')} < {k}"
     return "\n".join([
-        f"{pad}const {idx_t} gl = bn - n0, gc = n0 / {k} + {off.format(l='gl')};",
-        f"{pad}if (gc < {f}) {{",
+        f"{pad}const {idx_t} gl = bn - n0, gc = n0 / {_slots(k)} + {off.format(l='gl')};",
+        f"{pad}if (gc < {f}{real}) {{",
         f"{pad}  const {idx_t} aotc_bn = {gate.format(l='gl')} * {f} + gc;",
         emit_load("aotc_bn"),
         f"{pad}}}"])
@@ -52,7 +59,7 @@ def gated_b_load(emit_load, layout: str, f: int, idx_t: str, indent: int, k: int
 
 def gated_epilogue(b, unravel, layout: str, bshape, mshape, f: int, indent: int, k: int = 2) -> Emitter:
     """Epilogue + stores of output (b, m, nc) from this thread's k gate accumulators."""
-    _, off, acc_of, skip = LAYOUTS[(layout, k)]
+    _, off, acc_of, skip = LAYOUTS[(layout, _slots(k))]
     d = b.region.anchor.outputs[0]
     columns = {"nc": 0} | {f"nc + {g * f}": g for g in range(1, k)}
 
@@ -63,7 +70,7 @@ def gated_epilogue(b, unravel, layout: str, bshape, mshape, f: int, indent: int,
 
     em = b.emitter(indent=indent, overrides={d: d_at})
     em.emit(f"if ({skip}) continue;              // another gate of a column this thread stores")
-    em.emit(f"const {b.idx_t} nc = n0 / {k} + {off.format(l='(n - n0)')};")
+    em.emit(f"const {b.idx_t} nc = n0 / {_slots(k)} + {off.format(l='(n - n0)')};")
     em.emit(f"if (nc >= {f}) continue;")
     idx = (unravel(em, "b", bshape, "ob") if bshape else []) + unravel(em, "m", mshape, "om") + ["nc"]
     root = b.region.root

@@ -201,3 +201,19 @@ def test_lstm_engine_on_cpu_device_matches_onnxruntime():
     outs = engine.create_context("cpu").run(feeds)
     for name, w in zip(["Y", "Y_h", "Y_c"], want):
         np.testing.assert_allclose(outs[name], w, rtol=1e-4, atol=1e-5, err_msg=f"{name} (seed {seed})")
+
+
+@pytest.mark.parametrize("lbr", [0, 1])
+def test_gru_engine_on_cpu_device_matches_onnxruntime(lbr):
+    """Both GRU forms through fusion and the kernels: linear_before_reset=1 (PyTorch's export) is one
+    GEMM with three gate blocks a step, 0 two GEMMs."""
+    rng, seed = fresh_rng()
+    model, feeds = make_case(rng, "GRU", steps=6, batch=3, inp=7, hidden=5, lens=[6, 2, 4], optional=("B", "h0"),
+                             attrs={"direction": "bidirectional", "linear_before_reset": lbr})
+    want = onnxruntime_outputs(model, feeds)
+    result = aotc.compiler.compile_model(model, arch="none", host=True)
+    engine = Engine(engine_bytes(result.plan))
+    outs = engine.create_context("cpu").run(feeds)
+    for name, w in zip(["Y", "Y_h"], want):
+        np.testing.assert_allclose(outs[name], w, rtol=1e-4, atol=1e-5, err_msg=f"{name} (seed {seed})")
+    assert any(r.gated for r in result.regions)

@@ -134,3 +134,36 @@ def test_gru_reset_gate_loop_runs_in_the_first_gemm(m, f, dtype):
     assert first.region.gated == f and first.region.gates == 2
     assert [v.shape for v in first.region.extra_roots] == [(m, f)]
     assert first.region.extra_roots[0] in second.region.inputs
+
+
+def gru_step_linear_before_reset(m, k, f, dtype="f32", precision=None):
+    """A GRU step as PyTorch exports it (linear_before_reset=1): one GEMM D = h @ [Rz | Rr | Rn] gives
+    all three blocks; n = tanh(xn + r * (D_n + bn)), h_t = (1 - z) * n + z * h."""
+    b = GraphBuilder()
+    h, r = b.input("h", (m, k), dtype), b.input("r", (k, 3 * f), dtype)
+    xw, hp, bn = b.input("xw", (m, 3 * f), dtype), b.input("hp", (m, f), dtype), b.input("bn", (m, f), dtype)
+    d = b.add("dot_general", h, r, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,),
+              **({"precision": precision} if precision else {}))
+
+    def block(v, g):
+        return b.add("slice", v, start=(0, g * f), limit=(m, (g + 1) * f), stride=(1, 1))
+    z = b.add("logistic", b.add("add", block(d, 0), block(xw, 0)))
+    rg = b.add("logistic", b.add("add", block(d, 1), block(xw, 1)))
+    n = b.add("tanh", b.add("add", block(xw, 2), b.add("mul", rg, b.add("add", block(d, 2), bn))))
+    h_t = b.add("add", b.add("sub", n, b.add("mul", z, n)), b.add("mul", z, hp))
+    return b.build([h_t]), [(m, k), (k, 3 * f), (m, 3 * f), (m, f), (m, f)]
+
+
+@pytest.mark.parametrize("m,k,f,dtype,precision", [
+    (3, 20, 50, "f32", None), (1, 64, 64, "f32", None), (5, 40, 17, "f16", None), (2, 24, 30, "f32", "tf32")])
+def test_gru_cell_with_three_blocks_in_the_gemm_epilogue(m, k, f, dtype, precision):
+    """k = 3 blocks use the 4-gate layout with the last slot's weights never loaded: one kernel a step."""
+    rng, seed = fresh_rng()
+    graph, shapes = gru_step_linear_before_reset(m, k, f, dtype, precision)
+    np_dt = np.float16 if dtype == "f16" else np.float32
+    ins = [random_array(rng, s).astype(np_dt) for s in shapes]
+    ins[0] = ins[0] / np.sqrt(k).astype(np_dt)
+    tol = 3e-2 if dtype == "f16" else (3e-3 if precision else 1e-4)
+    (cell,) = check(graph, ins, seed, rtol=tol, atol=tol, kinds=["dot"])
+    assert cell.region.gated == f and cell.region.gates == 3
+    assert cell.grid[0] == -(-f // 16)
