@@ -65,6 +65,17 @@ def lstm_cell(m, k, f, dtype="f32", precision=None):
     return b.build([h_t, nxt]), [(m, k), (k, 4 * f), (m, 4 * f), (m, f)]
 
 
+def _run_cell(built, k, dtype, precision, kinds):
+    """Fresh inputs (h scaled by 1/sqrt(K)), the host run vs the interpreter; the kernels."""
+    graph, shapes = built
+    rng, seed = fresh_rng()
+    np_dt = np.float16 if dtype == "f16" else np.float32
+    ins = [random_array(rng, s).astype(np_dt) for s in shapes]
+    ins[0] = ins[0] / np.sqrt(k).astype(np_dt)
+    tol = 3e-2 if dtype == "f16" else (3e-3 if precision else 1e-4)
+    return check(graph, ins, seed, rtol=tol, atol=tol, kinds=kinds)
+
+
 @pytest.mark.parametrize("m,k,f,dtype,precision,splits", [
     (3, 20, 50, "f32", None, 1),          # F not a multiple of the 16-column gate tile
     (1, 64, 64, "f32", None, 1),          # the batch-1 LSTM step
@@ -74,13 +85,7 @@ def lstm_cell(m, k, f, dtype="f32", precision=None):
 ])
 def test_lstm_cell_in_the_gemm_epilogue(m, k, f, dtype, precision, splits):
     """The four gate blocks of the recurrent GEMM meet in one thread; the kernel writes h_t and c_t."""
-    rng, seed = fresh_rng()
-    graph, shapes = lstm_cell(m, k, f, dtype, precision)
-    np_dt = np.float16 if dtype == "f16" else np.float32
-    ins = [random_array(rng, s).astype(np_dt) for s in shapes]
-    ins[0] = ins[0] / np.sqrt(k).astype(np_dt)
-    tol = 3e-2 if dtype == "f16" else (3e-3 if precision else 1e-4)
-    kernels = check(graph, ins, seed, rtol=tol, atol=tol, kinds=["dot", "loop"])
+    kernels = _run_cell(lstm_cell(m, k, f, dtype, precision), k, dtype, precision, ["dot", "loop"])
     cell = next(kern for kern in kernels if kern.region.kind == "dot")
     assert cell.region.gated == f and cell.region.gates == 4 and cell.splits == splits
     assert [v.shape for v in cell.region.extra_roots] == [(m, f)]
@@ -158,12 +163,6 @@ def gru_step_linear_before_reset(m, k, f, dtype="f32", precision=None):
     (3, 20, 50, "f32", None), (1, 64, 64, "f32", None), (5, 40, 17, "f16", None), (2, 24, 30, "f32", "tf32")])
 def test_gru_cell_with_three_blocks_in_the_gemm_epilogue(m, k, f, dtype, precision):
     """k = 3 blocks use the 4-gate layout with the last slot's weights never loaded: one kernel a step."""
-    rng, seed = fresh_rng()
-    graph, shapes = gru_step_linear_before_reset(m, k, f, dtype, precision)
-    np_dt = np.float16 if dtype == "f16" else np.float32
-    ins = [random_array(rng, s).astype(np_dt) for s in shapes]
-    ins[0] = ins[0] / np.sqrt(k).astype(np_dt)
-    tol = 3e-2 if dtype == "f16" else (3e-3 if precision else 1e-4)
-    (cell,) = check(graph, ins, seed, rtol=tol, atol=tol, kinds=["dot"])
+    (cell,) = _run_cell(gru_step_linear_before_reset(m, k, f, dtype, precision), k, dtype, precision, ["dot"])
     assert cell.region.gated == f and cell.region.gates == 3
     assert cell.grid[0] == -(-f // 16)
