@@ -99,18 +99,32 @@ class _Builder:
         # a slice of an input is read through a pointer to its first element (a view) with the
         # slice's start taken out of the index math, so kernels that differ only in where they
         # slice (an RNN's steps) are one kernel
+        # A slice of such a view is a view too (a bidirectional RNN slices its direction, then the
+        # step): offsets add up and strides multiply, indices keep the source's layout.
         self.views: dict[Value, tuple[Value, int]] = {}
+        self.view_layout: dict[Value, tuple[tuple, tuple]] = {}     # view -> (source shape, strides)
         viewed = set()
-        for n in region.nodes:
-            if n.op == "slice" and n is not region.anchor and n.inputs[0] in params:
-                self.views[n.outputs[0]] = (n.inputs[0], slice_offset(n))
-                viewed.add(n)
+        for n in region.nodes:        # graph order: an outer slice is seen before a slice of it
+            src = n.inputs[0] if n.op == "slice" and n is not region.anchor else None
+            if src in params:
+                self.views[n.outputs[0]] = (src, slice_offset(n))
+                self.view_layout[n.outputs[0]] = (src.shape, tuple(n.attrs["stride"]))
+            elif src in self.views:
+                root, offset = self.views[src]
+                shape, strides = self.view_layout[src]
+                start = [a * k for a, k in zip(n.attrs["start"], strides)]
+                self.views[n.outputs[0]] = (root, offset + _linear_offset(start, shape) * root.dtype.itemsize)
+                self.view_layout[n.outputs[0]] = (shape, tuple(a * k for a, k in zip(n.attrs["stride"], strides)))
+            else:
+                continue
+            viewed.add(n)
         still_read = {v for n in region.nodes if n not in viewed for v in n.inputs} | {region.root}
         self.params = []
         for v in params:
             if v in still_read:
                 self.params.append(v)
-            self.params += [w for w, (src, _) in self.views.items() if src is v]
+            self.params += [w for w, (src, _) in self.views.items() if src is v and w in still_read]
+        self.views = {w: view for w, view in self.views.items() if w in self.params}   # what the kernel reads
         self.param_names = {v: f"p{i}" for i, v in enumerate(self.params)}
         self.consts = {v: graph.constants[v] for v in small}
         anchor = region.anchor
@@ -118,7 +132,7 @@ class _Builder:
 
     def emitter(self, indent: int, overrides=None) -> Emitter:
         return Emitter(self.members, self.producer, self.param_names, self.consts,
-                       overrides, self.idx_t, indent)
+                       overrides, self.idx_t, indent, self.view_layout)
 
     def signature(self) -> str:
         ps = [f"const {v.dtype.c} *__restrict__ {self.param_names[v]}" for v in self.params]
@@ -196,11 +210,15 @@ def _epilogue_path(region: Region, producer) -> list:
 
 def slice_offset(n) -> int:
     """Byte offset of a slice's first element in its input (a view's pointer offset)."""
+    return _linear_offset(n.attrs["start"], n.inputs[0].shape) * n.inputs[0].dtype.itemsize
+
+
+def _linear_offset(index, shape) -> int:
     offset, stride = 0, 1
-    for i in reversed(range(n.inputs[0].type.rank)):
-        offset += n.attrs["start"][i] * stride
-        stride *= n.inputs[0].shape[i]
-    return offset * n.inputs[0].dtype.itemsize
+    for i in reversed(range(len(shape))):
+        offset += index[i] * stride
+        stride *= shape[i]
+    return offset
 
 
 def touched_bytes(v: Value, nodes) -> int:

@@ -166,7 +166,9 @@ class Emitter:
     """
 
     def __init__(self, members, producer, params: dict[Value, str], consts: dict[Value, np.ndarray],
-                 overrides: dict[Value, str] | None = None, idx_t: str = "int", indent: int = 2):
+                 overrides: dict[Value, str] | None = None, idx_t: str = "int", indent: int = 2,
+                 views: dict | None = None):
+        self.views = views or {}          # view param -> (its source's shape, strides into it)
         self.members = set(members)
         self.producer = producer
         self.params = params
@@ -292,10 +294,11 @@ class Emitter:
     def _slice(self, n: Node, idx) -> str:
         if n.outputs[0] in self.params:       # a view: the param points at the slice's first element
             src = n.inputs[0]
-            sub = [i if k == 1 else f"({i}) * {k}" for i, k in zip(idx, n.attrs["stride"])]
+            shape, strides = self.views.get(n.outputs[0], (src.shape, n.attrs["stride"]))
+            sub = [i if k == 1 else f"({i}) * {k}" for i, k in zip(idx, strides)]
             out = self.tmp()
             self.emit(f"const {compute_type(src.dtype)} {out} = "
-                      f"{load_expr(self.params[n.outputs[0]], linear(sub, src.shape), src.dtype)};")
+                      f"{load_expr(self.params[n.outputs[0]], linear(sub, shape), src.dtype)};")
             return out
         sub = []
         for i, s, k in zip(idx, n.attrs["start"], n.attrs["stride"]):

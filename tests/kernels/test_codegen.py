@@ -459,3 +459,31 @@ def test_transposing_epilogue_writes_the_root_layout(case):
     kinds = {"conv": "conv", "depthwise": "conv", "dot": "dot", "reduce": "reduction"}[case]
     (k,) = check(graph, [random_array(rng, s) for s in shapes], seed, rtol=1e-4, atol=1e-5, kinds=[kinds])
     assert case != "depthwise" or k.name.startswith("aotc_depthwise_")
+
+
+def test_a_slice_of_a_view_is_a_view():
+    """A bidirectional RNN slices its direction's half, then the step: offsets add, strides multiply, and
+    the steps of both directions still share one kernel text each."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    steps, width = 6, 40
+    x = b.input("x", (steps, 3, 2 * width))
+    h = b.input("h", (3, width))
+    outs = []
+    for d in range(2):
+        half = b.add("slice", x, start=(0, 0, d * width), limit=(steps, 3, (d + 1) * width), stride=(1, 1, 1))
+        hd = h
+        for t in range(steps):
+            tt = t if d == 0 else steps - 1 - t
+            xt = b.add("reshape", b.add("slice", half, start=(tt, 0, 0), limit=(tt + 1, 3, width), stride=(1, 1, 1)),
+                       shape=(3, width))
+            hd = b.add("tanh", b.add("add", xt, hd))
+            outs.append(hd)
+    strided = b.add("slice", b.add("slice", x, start=(1, 0, 3), limit=(steps, 3, 2 * width), stride=(2, 1, 3)),
+                    start=(1, 1, 2), limit=(3, 3, 26), stride=(1, 1, 2))                 # (2, 2, 12)
+    graph = b.build(outs + [b.add("neg", strided)])
+    kernels = check(graph, [random_array(rng, (steps, 3, 2 * width)), random_array(rng, (3, width))], seed,
+                    rtol=1e-6, atol=1e-6)
+    step_kernels = [k for k in kernels if k.region.root in outs]
+    assert len({k.name for k in step_kernels}) <= 2          # one per direction, at most
+    assert all(len(k.views) == 1 for k in step_kernels)
