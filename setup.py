@@ -1,4 +1,6 @@
-"""Builds the aotc C runtime as a plain shared library, aotc/package/_aotc_runtime.so.
+"""Builds the aotc C runtime as a plain shared library, aotc/package/_aotc_runtime.so,
+and the stand-in CUDA driver used to test the cuda path without a GPU,
+aotc/testing/_fakecuda.so (aotc/testing/fakecuda/).
 
 Package metadata lives in pyproject.toml; this file only adds the runtime.
 It is an ordinary C shared library (C99, libc + dlopen + pthreads), not a
@@ -14,6 +16,8 @@ from setuptools.command.build_ext import build_ext
 
 RUNTIME = "aotc/package/runtime"
 SOURCES = ["status.c", "engine.c", "context.c", "device_cpu.c", "device_cuda.c"]
+FAKECUDA = "aotc/testing/fakecuda"
+FAKECUDA_SOURCES = ["fakecuda_core.c", "fakecuda_exec.c", "fakecuda_module.c", "fakecuda_image.c"]
 
 
 class build_runtime(build_ext):
@@ -21,7 +25,7 @@ class build_runtime(build_ext):
 
     def get_ext_filename(self, fullname):
         name = super().get_ext_filename(fullname)
-        if fullname.split(".")[-1] == "_aotc_runtime":
+        if fullname.split(".")[-1] in ("_aotc_runtime", "_fakecuda"):
             suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
             if name.endswith(suffix):
                 name = name[: -len(suffix)] + ".so"
@@ -40,4 +44,13 @@ runtime = Extension(
     libraries=["dl", "pthread"],
 )
 
-setup(ext_modules=[runtime] if os.name == "posix" else [], cmdclass={"build_ext": build_runtime})
+fakecuda = Extension(
+    "aotc.testing._fakecuda",
+    sources=[f"{FAKECUDA}/{s}" for s in FAKECUDA_SOURCES],
+    depends=[f"{FAKECUDA}/fakecuda.h", f"{FAKECUDA}/fakecuda_state.h"],
+    include_dirs=[FAKECUDA],
+    extra_compile_args=["-std=c99", "-O2", "-fvisibility=hidden"],
+    libraries=["dl", "pthread"],
+)
+
+setup(ext_modules=[runtime, fakecuda] if os.name == "posix" else [], cmdclass={"build_ext": build_runtime})

@@ -1,7 +1,8 @@
 /* device_cuda.c - the cuda device through the CUDA driver API.
  *
- * libcuda.so.1 is opened with dlopen on first use (no link-time dependency);
- * the few driver entry points used are declared here. Per engine (on first
+ * libcuda.so.1 (or $AOTC_LIBCUDA) is opened with dlopen on first use (no
+ * link-time dependency); the few driver entry points used are declared here,
+ * each once in the AOTC_CU_* tables. Per engine (on first
  * cuda context): retain the device's primary context, load the cubin that
  * matches the device's compute capability (exact, else the newest sm_<major>x
  * not newer than the device), else JIT the PTX if its arch is not newer than
@@ -44,100 +45,103 @@ typedef struct CUgraphExec_st *CUgraphExec;
 #define CU_STREAM_NON_BLOCKING 1
 #define CU_STREAM_CAPTURE_MODE_THREAD_LOCAL 1
 
+/* Every driver entry point the runtime uses, once: X(field, parameters,
+ * symbol, older symbol or NULL). REQUIRED ones must exist; a driver lacking
+ * any GRAPH one runs without CUDA graphs; OPTIONAL ones may be missing. */
+#define AOTC_CU_REQUIRED(X)                                                                    \
+  X(Init, (unsigned), "cuInit", NULL)                                                          \
+  X(DeviceGetCount, (int *), "cuDeviceGetCount", NULL)                                         \
+  X(DeviceGet, (CUdevice *, int), "cuDeviceGet", NULL)                                         \
+  X(DeviceGetAttribute, (int *, int, CUdevice), "cuDeviceGetAttribute", NULL)                  \
+  X(PrimaryCtxRetain, (CUcontext *, CUdevice), "cuDevicePrimaryCtxRetain", NULL)               \
+  X(PrimaryCtxRelease, (CUdevice), "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease") \
+  X(CtxPush, (CUcontext), "cuCtxPushCurrent_v2", "cuCtxPushCurrent")                           \
+  X(CtxPop, (CUcontext *), "cuCtxPopCurrent_v2", "cuCtxPopCurrent")                            \
+  X(ModuleLoadDataEx, (CUmodule *, const void *, unsigned, int *, void **), "cuModuleLoadDataEx", NULL) \
+  X(ModuleUnload, (CUmodule), "cuModuleUnload", NULL)                                          \
+  X(ModuleGetFunction, (CUfunction *, CUmodule, const char *), "cuModuleGetFunction", NULL)    \
+  X(FuncSetAttribute, (CUfunction, int, int), "cuFuncSetAttribute", NULL)                      \
+  X(MemAlloc, (CUdeviceptr *, size_t), "cuMemAlloc_v2", "cuMemAlloc")                          \
+  X(MemFree, (CUdeviceptr), "cuMemFree_v2", "cuMemFree")                                       \
+  X(MemsetD8, (CUdeviceptr, unsigned char, size_t), "cuMemsetD8_v2", "cuMemsetD8")             \
+  X(MemcpyHtoD, (CUdeviceptr, const void *, size_t), "cuMemcpyHtoD_v2", "cuMemcpyHtoD")        \
+  X(MemcpyHtoDAsync, (CUdeviceptr, const void *, size_t, CUstream), "cuMemcpyHtoDAsync_v2",    \
+    "cuMemcpyHtoDAsync")                                                                       \
+  X(MemcpyDtoHAsync, (void *, CUdeviceptr, size_t, CUstream), "cuMemcpyDtoHAsync_v2",          \
+    "cuMemcpyDtoHAsync")                                                                       \
+  X(LaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,     \
+                   unsigned, CUstream, void **, void **), "cuLaunchKernel", NULL)              \
+  X(StreamCreate, (CUstream *, unsigned), "cuStreamCreate", NULL)                              \
+  X(StreamDestroy, (CUstream), "cuStreamDestroy_v2", "cuStreamDestroy")                        \
+  X(StreamSynchronize, (CUstream), "cuStreamSynchronize", NULL)                                \
+  X(GetErrorString, (CUresult, const char **), "cuGetErrorString", NULL)                       \
+  X(DriverGetVersion, (int *), "cuDriverGetVersion", NULL)
+#define AOTC_CU_GRAPH(X)                                                                       \
+  X(StreamBeginCapture, (CUstream, int), "cuStreamBeginCapture_v2", NULL)                      \
+  X(StreamEndCapture, (CUstream, CUgraph *), "cuStreamEndCapture", NULL)                       \
+  X(GraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long),                   \
+    "cuGraphInstantiateWithFlags", NULL)                                                       \
+  X(GraphLaunch, (CUgraphExec, CUstream), "cuGraphLaunch", NULL)                               \
+  X(GraphExecDestroy, (CUgraphExec), "cuGraphExecDestroy", NULL)                               \
+  X(GraphDestroy, (CUgraph), "cuGraphDestroy", NULL)
+/* FuncGetParamInfo: CUDA >= 12.4. AttachHostBuild: only the stand-in driver
+ * (aotc/testing/fakecuda) has it; it takes the engine's host build, whose
+ * kernels it runs in place of the GPU's. */
+#define AOTC_CU_OPTIONAL(X)                                                                    \
+  X(FuncGetParamInfo, (CUfunction, size_t, size_t *, size_t *), "cuFuncGetParamInfo", NULL)   \
+  X(AttachHostBuild, (const void *, void *), "aotcFakeCudaAttachHostBuild", NULL)
+
+#define AOTC_CU_FIELD(field, params, sym, fallback) CUresult(*field) params;
 static struct {
   aotc_status_code_t code; /* why the driver is unusable, or OK */
-  char message[256];
-  CUresult (*Init)(unsigned);
-  CUresult (*DeviceGetCount)(int *);
-  CUresult (*DeviceGet)(CUdevice *, int);
-  CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
-  CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
-  CUresult (*PrimaryCtxRelease)(CUdevice);
-  CUresult (*CtxPush)(CUcontext);
-  CUresult (*CtxPop)(CUcontext *);
-  CUresult (*ModuleLoadDataEx)(CUmodule *, const void *, unsigned, int *, void **);
-  CUresult (*ModuleUnload)(CUmodule);
-  CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
-  CUresult (*FuncSetAttribute)(CUfunction, int, int);
-  CUresult (*MemAlloc)(CUdeviceptr *, size_t);
-  CUresult (*MemFree)(CUdeviceptr);
-  CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
-  CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
-  CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
-  CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
-  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                           unsigned, CUstream, void **, void **);
-  CUresult (*StreamCreate)(CUstream *, unsigned);
-  CUresult (*StreamDestroy)(CUstream);
-  CUresult (*StreamSynchronize)(CUstream);
-  CUresult (*GetErrorString)(CUresult, const char **);
-  CUresult (*DriverGetVersion)(int *);
-  /* optional: CUDA graphs */
-  CUresult (*StreamBeginCapture)(CUstream, int);
-  CUresult (*StreamEndCapture)(CUstream, CUgraph *);
-  CUresult (*GraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
-  CUresult (*GraphLaunch)(CUgraphExec, CUstream);
-  CUresult (*GraphExecDestroy)(CUgraphExec);
-  CUresult (*GraphDestroy)(CUgraph);
+  char message[320];
+  AOTC_CU_REQUIRED(AOTC_CU_FIELD)
+  AOTC_CU_GRAPH(AOTC_CU_FIELD)
+  AOTC_CU_OPTIONAL(AOTC_CU_FIELD)
   int driver_version; /* e.g. 12040 */
 } cu;
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
-static void cu_load(void) {
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    cu.code = AOTC_STATUS_UNAVAILABLE;
-    snprintf(cu.message, sizeof cu.message, "libcuda.so.1 not found: no NVIDIA driver on this machine");
-    return;
-  }
-  struct { void **slot; const char *name, *fallback; } syms[] = {
-      {(void **)&cu.Init, "cuInit", NULL},
-      {(void **)&cu.DeviceGetCount, "cuDeviceGetCount", NULL},
-      {(void **)&cu.DeviceGet, "cuDeviceGet", NULL},
-      {(void **)&cu.DeviceGetAttribute, "cuDeviceGetAttribute", NULL},
-      {(void **)&cu.PrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL},
-      {(void **)&cu.PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"},
-      {(void **)&cu.CtxPush, "cuCtxPushCurrent_v2", "cuCtxPushCurrent"},
-      {(void **)&cu.CtxPop, "cuCtxPopCurrent_v2", "cuCtxPopCurrent"},
-      {(void **)&cu.ModuleLoadDataEx, "cuModuleLoadDataEx", NULL},
-      {(void **)&cu.ModuleUnload, "cuModuleUnload", NULL},
-      {(void **)&cu.ModuleGetFunction, "cuModuleGetFunction", NULL},
-      {(void **)&cu.FuncSetAttribute, "cuFuncSetAttribute", NULL},
-      {(void **)&cu.MemAlloc, "cuMemAlloc_v2", "cuMemAlloc"},
-      {(void **)&cu.MemFree, "cuMemFree_v2", "cuMemFree"},
-      {(void **)&cu.MemsetD8, "cuMemsetD8_v2", "cuMemsetD8"},
-      {(void **)&cu.MemcpyHtoD, "cuMemcpyHtoD_v2", "cuMemcpyHtoD"},
-      {(void **)&cu.MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync"},
-      {(void **)&cu.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoHAsync"},
-      {(void **)&cu.LaunchKernel, "cuLaunchKernel", NULL},
-      {(void **)&cu.StreamCreate, "cuStreamCreate", NULL},
-      {(void **)&cu.StreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy"},
-      {(void **)&cu.StreamSynchronize, "cuStreamSynchronize", NULL},
-      {(void **)&cu.GetErrorString, "cuGetErrorString", NULL},
-      {(void **)&cu.DriverGetVersion, "cuDriverGetVersion", NULL},
-  };
-  struct { void **slot; const char *name; } graph_syms[] = {
-      {(void **)&cu.StreamBeginCapture, "cuStreamBeginCapture_v2"},
-      {(void **)&cu.StreamEndCapture, "cuStreamEndCapture"},
-      {(void **)&cu.GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags"},
-      {(void **)&cu.GraphLaunch, "cuGraphLaunch"},
-      {(void **)&cu.GraphExecDestroy, "cuGraphExecDestroy"},
-      {(void **)&cu.GraphDestroy, "cuGraphDestroy"},
-  };
-  size_t found = 0;
-  for (size_t i = 0; i < sizeof graph_syms / sizeof graph_syms[0]; ++i)
-    found += (*graph_syms[i].slot = dlsym(h, graph_syms[i].name)) != NULL;
-  if (found != sizeof graph_syms / sizeof graph_syms[0]) cu.GraphLaunch = NULL; /* no graphs */
-  for (size_t i = 0; i < sizeof syms / sizeof syms[0]; ++i) {
+typedef struct { void **slot; const char *name, *fallback; } cu_symbol_t;
+#define AOTC_CU_SYMBOL(field, params, sym, fallback) {(void **)&cu.field, sym, fallback},
+
+/* Resolves each symbol of the table; returns the first missing one, or NULL. */
+static const char *cu_resolve(void *h, const cu_symbol_t *syms, size_t n) {
+  const char *missing = NULL;
+  for (size_t i = 0; i < n; ++i) {
     void *p = dlsym(h, syms[i].name);
     if (!p && syms[i].fallback) p = dlsym(h, syms[i].fallback);
-    if (!p) {
-      cu.code = AOTC_STATUS_UNAVAILABLE;
-      snprintf(cu.message, sizeof cu.message, "libcuda.so.1 lacks %s: NVIDIA driver too old",
-               syms[i].name);
-      return; /* keep the handle: libcuda is never unloaded */
-    }
     *syms[i].slot = p;
+    if (!p && !missing) missing = syms[i].name;
+  }
+  return missing;
+}
+
+/* The driver library: $AOTC_LIBCUDA when set (e.g. the stand-in driver that
+ * `python -m aotc.testing.fakecuda` names), else the system's libcuda.so.1. */
+static void cu_load(void) {
+  const char *path = getenv("AOTC_LIBCUDA");
+  int custom = path && *path;
+  if (!custom) path = "libcuda.so.1";
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *why = dlerror();
+    cu.code = AOTC_STATUS_UNAVAILABLE;
+    if (custom) snprintf(cu.message, sizeof cu.message, "AOTC_LIBCUDA=%s cannot be loaded: %s", path,
+                         why ? why : "dlopen failed");
+    else snprintf(cu.message, sizeof cu.message, "libcuda.so.1 not found: no NVIDIA driver on this machine");
+    return;
+  }
+  static const cu_symbol_t required[] = {AOTC_CU_REQUIRED(AOTC_CU_SYMBOL)};
+  static const cu_symbol_t graph[] = {AOTC_CU_GRAPH(AOTC_CU_SYMBOL)};
+  static const cu_symbol_t optional[] = {AOTC_CU_OPTIONAL(AOTC_CU_SYMBOL)};
+  if (cu_resolve(h, graph, sizeof graph / sizeof graph[0])) cu.GraphLaunch = NULL; /* no graphs */
+  cu_resolve(h, optional, sizeof optional / sizeof optional[0]);
+  const char *missing = cu_resolve(h, required, sizeof required / sizeof required[0]);
+  if (missing) {
+    cu.code = AOTC_STATUS_UNAVAILABLE;
+    snprintf(cu.message, sizeof cu.message, "%s lacks %s: NVIDIA driver too old", path, missing);
+    return; /* keep the handle: libcuda is never unloaded */
   }
   CUresult r = cu.Init(0);
   if (r != 0) {
@@ -289,6 +293,26 @@ aotc_status_t aotc_cuda_check(const aotc_engine_t *e, char *desc, size_t desc_le
   return check_driver(e, img);
 }
 
+/* The launch plan passes every kernel parameter as one 8-byte pointer: the
+ * image's parameter layout must say the same (count and sizes). */
+static aotc_status_t check_params(const aotc_engine_t *e, CUfunction fn, uint32_t launch,
+                                  const aotc_section_t *img) {
+  const aotc_launch_t *l = &e->launches[launch];
+  size_t off = 0, size = 0;
+  uint32_t n = 0;
+  for (; n <= l->arg_count && cu.FuncGetParamInfo(fn, n, &off, &size) == 0; ++n)
+    if (size != 8)
+      return aotc_make_status(AOTC_STATUS_DATA_LOSS,
+                              "kernel '%s' (launch %u): parameter %u is %zu bytes in the %s %s, the "
+                              "launch plan passes 8-byte pointers", e->kernel_names[l->kernel], launch,
+                              n, size, img->kind == AOTC_SEC_PTX ? "PTX" : "cubin", img->tag);
+  if (n == l->arg_count) return NULL;
+  return aotc_make_status(AOTC_STATUS_DATA_LOSS,
+                          "kernel '%s' (launch %u) takes %s%u parameters in the %s %s, the launch plan "
+                          "passes %u", e->kernel_names[l->kernel], launch, n > l->arg_count ? "at least " : "",
+                          n, img->kind == AOTC_SEC_PTX ? "PTX" : "cubin", img->tag, l->arg_count);
+}
+
 static aotc_status_t prepare_locked(aotc_engine_t *e, struct aotc_cuda_engine_s *c) {
   int arch = 0;
   const aotc_section_t *img = NULL;
@@ -310,6 +334,10 @@ static aotc_status_t prepare_locked(aotc_engine_t *e, struct aotc_cuda_engine_s 
       ptx[img->size] = 0;
       image = ptx;
     }
+  }
+  if (!st && cu.AttachHostBuild) { /* the stand-in driver runs the host build's kernels */
+    CUresult r = cu.AttachHostBuild(image, e->host_handle);
+    if (r != 0) st = cu_error(r, "aotcFakeCudaAttachHostBuild");
   }
   if (!st) {
     char log[1024] = "";
@@ -336,6 +364,8 @@ static aotc_status_t prepare_locked(aotc_engine_t *e, struct aotc_cuda_engine_s 
                             e->kernel_names[k], img->kind == AOTC_SEC_PTX ? "PTX" : "cubin",
                             img->tag, r);
   }
+  for (uint32_t i = 0; !st && cu.FuncGetParamInfo && i < e->launch_count; ++i)
+    st = check_params(e, c->fns[e->launches[i].kernel], i, img);
   for (uint32_t i = 0; !st && i < e->launch_count; ++i) {
     const aotc_launch_t *l = &e->launches[i];
     if (l->smem > 48 * 1024) {
@@ -376,6 +406,16 @@ void aotc_cuda_engine_destroy(aotc_engine_t *e) {
 
 aotc_status_t aotc_cuda_engine_prepare(aotc_engine_t *e) {
   AOTC_RETURN_IF_ERROR(cu_driver());
+  if (cu.AttachHostBuild) {
+    aotc_status_t host = aotc_cpu_engine_prepare(e);
+    if (host) {
+      aotc_status_t st = aotc_make_status(aotc_status_code(host),
+                                          "the stand-in CUDA driver runs the engine's host build: %s",
+                                          aotc_status_message(host));
+      aotc_status_free(host);
+      return st;
+    }
+  }
   aotc_status_t st = NULL;
   pthread_mutex_lock(&e->mu);
   if (!e->cuda) {

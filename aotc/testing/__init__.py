@@ -1,0 +1,1 @@
+"""Test support that ships with aotc: tools for testing aotc's own device paths."""
