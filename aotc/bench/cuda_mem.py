@@ -56,6 +56,13 @@ class DeviceArray:
         a = np.ascontiguousarray(array, self.dtype)
         _check(cu.cuMemcpyHtoD(cu.CUdeviceptr(self.ptr), a.ctypes.data, self.nbytes))
 
+    def copy_from_device(self, other: "DeviceArray") -> None:
+        """Device-to-device copy (legacy stream: synchronize before another stream reads it)."""
+        from cuda.bindings import driver as cu
+        if other.nbytes != self.nbytes:
+            raise ValueError(f"copy of {other.nbytes} bytes into a {self.nbytes}-byte device array")
+        _check(cu.cuMemcpyDtoD(cu.CUdeviceptr(self.ptr), cu.CUdeviceptr(other.ptr), self.nbytes))
+
     def to_host(self) -> np.ndarray:
         from cuda.bindings import driver as cu
         out = np.empty(self.shape, self.dtype)

@@ -83,9 +83,12 @@ def run_bench(source, device: str = "cpu", against=COMPETITORS, precision: str =
                 row["max_rel_err"] = max(e[1] for e in errs)
             say(f"timing {system.name}")
             prepared = [system.prepare(f) for f in input_sets]
-            timing = time_runs(system.launch, prepared, iterations, warmup, system.sync, max_seconds)
+            timing = time_runs(system.launch, prepared, iterations, warmup, system.sync, max_seconds,
+                               stage=system.stage)
             row.update(p50_ms=timing.p50 * 1e3, p99_ms=timing.p99 * 1e3, runs=timing.runs,
                        throughput=batch / timing.p50)
+            if isinstance(system, AotcSystem) and device == "cuda":
+                row["cuda_graph"] = system.uses_cuda_graph  # were the timed runs graph replays?
         except Exception as e:  # noqa: BLE001 - a competitor's failure is a row, not a crash
             if isinstance(system, AotcSystem):
                 raise

@@ -71,3 +71,24 @@ def test_batch_override_times_the_same_shapes_everywhere(tmp_path):
 def load_source_from(model, tmp_path):
     onnx.save(model, tmp_path / "m.onnx")
     return load_source(tmp_path / "m.onnx")
+
+
+def test_cuda_timing_replays_a_cuda_graph_under_the_stand_in_driver(tmp_path):
+    """Rotating input sets must not rebind pointers: the timed cuda runs are graph replays."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from aotc.testing.fakecuda import environment
+    model, _ = mlp()
+    path = tmp_path / "mlp.onnx"
+    path.write_bytes(model.SerializeToString())
+    exe = os.path.join(os.path.dirname(sys.executable), "aotc")
+    proc = subprocess.run([exe, "bench", str(path), "--device", "cuda", "--against", "onnxruntime",
+                           "--iterations", "6", "--warmup", "2", "--json", str(tmp_path / "r.json"), "-q"],
+                          capture_output=True, text=True, env={**os.environ, **environment()}, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads((tmp_path / "r.json").read_text())["rows"][0]
+    assert row["system"] == "aotc" and row["cuda_graph"] is True, row
+    assert row["max_rel_err"] < 1e-5 and row["runs"] == 6, row

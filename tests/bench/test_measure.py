@@ -16,6 +16,15 @@ def test_time_runs_warms_up_rotates_inputs_and_syncs_every_run():
     assert all(s > 0 for s in timing.samples)
 
 
+def test_time_runs_stages_each_input_set_untimed_before_its_run():
+    events = []
+    timing = time_runs(lambda x: events.append(("run", x)), ["a", "b"], iterations=3, warmup=1,
+                       stage=lambda x: (events.append(("stage", x)), __import__("time").sleep(0.05)))
+    assert events == [("stage", "a"), ("run", "a"), ("stage", "a"), ("run", "a"), ("stage", "b"), ("run", "b"),
+                      ("stage", "a"), ("run", "a")]
+    assert max(timing.samples) < 0.05  # the staging sleep is outside every sample
+
+
 def test_time_runs_stops_at_max_seconds_after_the_floor():
     timing = time_runs(lambda x: None, [1], iterations=10_000, warmup=0, max_seconds=0.0)
     assert timing.runs == 5
@@ -32,6 +41,9 @@ def test_max_errors_abs_rel_and_non_finite():
     a, r = max_errors(got, want)
     assert a == pytest.approx(0.5) and r == pytest.approx(0.5 / 4.0)
     assert max_errors([np.array([np.nan, 1.0])], [np.array([0.0, 1.0])]) == (float("inf"), float("inf"))
+    # a NaN reference must not compare as a small error either (NaN > tol is False)
+    assert max_errors([np.array([0.0, 1.0])], [np.array([np.nan, 1.0])]) == (float("inf"), float("inf"))
+    assert max_errors([np.array([np.inf])], [np.array([np.inf])]) == (float("inf"), float("inf"))
     with pytest.raises(ValueError, match="shape"):
         max_errors([np.zeros(3)], [np.zeros(4)])
 

@@ -99,3 +99,19 @@ def environment(arch: int | None = None) -> dict[str, str]:
     if arch is not None:
         env["AOTC_FAKECUDA_ARCH"] = str(arch)
     return env
+
+
+def active() -> bool:
+    """Whether this process's cuda device is the stand-in ($AOTC_LIBCUDA names it).
+
+    The stand-in runs kernels through the engine's host build, so code that
+    compiles engines for the cuda device alone must keep the host build then.
+    """
+    path = os.environ.get("AOTC_LIBCUDA")
+    if not path:
+        return False
+    import ctypes
+    try:
+        return hasattr(ctypes.CDLL(path), "aotcFakeCudaAttachHostBuild")
+    except OSError:
+        return False
