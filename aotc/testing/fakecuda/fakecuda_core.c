@@ -528,3 +528,11 @@ EXPORT unsigned long long aotcFakeCudaCounter(const char *name) {
   pthread_mutex_unlock(&fk_mu);
   return v;
 }
+
+/* NVRTC opens libcuda.so.1 when it finds one and asks for the driver's
+ * private tables; the stand-in has none, as a driver without them answers. */
+EXPORT CUresult cuGetExportTable(const void **table, const void *uuid) {
+  if (!table || !uuid) return CUDA_ERROR_INVALID_VALUE;
+  *table = NULL;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
