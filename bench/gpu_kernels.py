@@ -26,6 +26,7 @@ import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from aotc.bench.driver import run_bench  # noqa: E402
+from aotc.bench.gpu_report import Rows, within  # noqa: E402
 from aotc.bench.report import format_suite  # noqa: E402
 from aotc.bench.source import Source  # noqa: E402
 
@@ -131,22 +132,36 @@ def main(argv=None) -> int:
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--max-seconds", type=float, default=3.0)
     ap.add_argument("--small", action="store_true", help="tiny shapes (a smoke run of the script on the cpu device)")
+    ap.add_argument("--json", default=None, help="write the rows here (bench/gpu_all.sh merges them)")
     args = ap.parse_args(argv)
     results = []
+    rows = Rows("gpu_kernels")
+    tols = {"fp16": 2e-2, "tf32": 1e-2}
     for name in args.cases.split(","):
-        label, model, torch_module, torch_inputs = CASES[name](**(SMALL[name] if args.small else {}))
-        onnx.checker.check_model(model)
-        for prec in args.precisions.split(","):
-            src = Source("onnx", label, model=model, torch_module=torch_module, torch_input_names=torch_inputs)
-            print(f"-- {label} {prec}", flush=True)
-            results.append(run_bench(src, device=args.device, against=args.against.split(","), precision=prec,
-                                     iterations=args.iterations, warmup=5, input_count=2,
-                                     max_seconds=args.max_seconds, arch=args.arch if args.device == "cuda" else "none"))
+        with rows.guard(name):
+            label, model, torch_module, torch_inputs = CASES[name](**(SMALL[name] if args.small else {}))
+            onnx.checker.check_model(model)
+            for prec in args.precisions.split(","):
+                with rows.guard(name, prec):
+                    src = Source("onnx", label, model=model, torch_module=torch_module,
+                                 torch_input_names=torch_inputs)
+                    print(f"-- {label} {prec}", flush=True)
+                    r = run_bench(src, device=args.device, against=args.against.split(","), precision=prec,
+                                  iterations=args.iterations, warmup=5, input_count=2,
+                                  max_seconds=args.max_seconds, arch=args.arch if args.device == "cuda" else "none")
+                    results.append(r)
+                    aotc = next(row for row in r["rows"] if row["system"] == "aotc")
+                    # a missing error (no reference, a failed run) or a NaN never passes
+                    rows.add(name, prec, within(aotc.get("max_rel_err"), tols.get(prec, 1e-3)),
+                             case=label, p50_ms=aotc.get("p50_ms"), max_rel_err=aotc.get("max_rel_err"),
+                             cuda_graph=aotc.get("cuda_graph"),
+                             **{f"{row['system']}_p50_ms": row.get("p50_ms") for row in r["rows"]
+                                if row["system"] != "aotc"})
     print(format_suite(results))
-    bad = [f"{r['model']} {r['precision']}" for r in results for row in r["rows"]
-           if row["system"] == "aotc" and row.get("max_rel_err", 0) > {"fp16": 2e-2, "tf32": 1e-2}.get(r["precision"], 1e-3)]
+    bad = [f"{row['model']} {row['precision']}" for row in rows.rows if row["status"] != "pass"]
     if bad:
-        print("aotc disagrees with the reference: " + ", ".join(bad))
+        print("aotc disagrees with the reference or failed: " + ", ".join(bad))
+    rows.write(args.json)
     return 1 if bad else 0
 
 

@@ -29,7 +29,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aotc.compiler  # noqa: E402
+from aotc.bench.gpu_report import Rows, rel_error, within  # noqa: E402
 from aotc.package import runtime_binding as rb  # noqa: E402
+from aotc.testing.fakecuda import active as stand_in  # noqa: E402
 
 
 def builders():
@@ -106,8 +108,35 @@ def throughput(engine, feeds, n: int, seconds: float) -> float:
     return sum(counts) / (time.perf_counter() - t0)
 
 
-def rel(a, b):
-    return float(np.max(np.abs(a.astype(np.float64) - b)) / max(np.max(np.abs(b)), 1e-30))
+def check_model(rows, name, build, tmp, args, tput):
+    model, feeds = build()
+    path = Path(tmp) / f"{name}.engine"
+    t0 = time.perf_counter()
+    # the host build for the cpu comparison of the small models (and whenever the stand-in runs cuda)
+    aotc.compiler.compile(model, path, host=name in ("transformer_block", "mlp", "cnn") or stand_in())
+    compile_s = time.perf_counter() - t0
+    engine = rb.Engine(path)
+    ok, why = rb.check_engine(path, "cuda")
+    print(f"{name}: compiled in {compile_s:.1f} s; {why}; {len(engine.outputs)} outputs, "
+          f"device memory for 8 contexts {engine.device_memory_size(8) / 2**20:.1f} MiB")
+    ref = None
+    for graphs in (False, True):
+        sub, lat, uses, outs = time_mode(engine, feeds, graphs, args.iters)
+        if ref is None:
+            ref = outs
+        same = all(np.array_equal(outs[k], ref[k]) for k in ref)
+        finite = all(np.isfinite(v).all() for v in outs.values())
+        rows.add(name, "fp32", same and finite and uses == graphs, mode="graph" if graphs else "plain",
+                 submit_us=sub, latency_us=lat, graph=uses, identical=same, finite=finite)
+        print(f"{name:<18} {'graph' if graphs else 'plain':<7} {sub:>10.1f} {lat:>11.1f} "
+              f"{str(uses):>6}  {'identical' if same else 'DIFFERENT'}{'' if finite else ' NON-FINITE'}")
+    if rb.check_engine(path, "cpu")[0]:
+        cpu = engine.create_context("cpu").run(feeds)
+        d = rel_error([ref[k] for k in cpu], [cpu[k] for k in cpu])
+        rows.add(name, "fp32", within(d, 1e-3), mode="cuda-vs-cpu", rel_err=d)
+        print(f"{name:<18} cuda vs cpu max rel diff {d:.2e}")
+    for n in (1, 2, 4, 8):
+        tput.append((name, n, throughput(engine, feeds, n, args.seconds)))
 
 
 def main() -> int:
@@ -115,9 +144,10 @@ def main() -> int:
     ap.add_argument("--models", default="transformer_block,bert_base")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--json", default=None, help="write the rows here (bench/gpu_all.sh merges them)")
     args = ap.parse_args()
     all_models = builders()
-    bad = 0
+    rows = Rows("gpu_runtime_check")
     print(f"runtime {rb.runtime_version()}")
     print(f"{'model':<18} {'mode':<7} {'submit us':>10} {'latency us':>11} {'graph':>6}  check")
     tput = []
@@ -125,37 +155,16 @@ def main() -> int:
         for name in args.models.split(","):
             if name not in all_models:
                 print(f"{name}: unknown model (have {', '.join(sorted(all_models))})")
-                bad += 1
+                rows.add(name, None, False, detail="unknown model")
                 continue
-            model, feeds = all_models[name]()
-            path = Path(tmp) / f"{name}.engine"
-            t0 = time.perf_counter()
-            aotc.compiler.compile(model, path, host=name in ("transformer_block", "mlp", "cnn"))
-            compile_s = time.perf_counter() - t0
-            engine = rb.Engine(path)
-            ok, why = rb.check_engine(path, "cuda")
-            print(f"{name}: compiled in {compile_s:.1f} s; {why}; {len(engine.outputs)} outputs, "
-                  f"device memory for 8 contexts {engine.device_memory_size(8) / 2**20:.1f} MiB")
-            ref = None
-            for graphs in (False, True):
-                sub, lat, uses, outs = time_mode(engine, feeds, graphs, args.iters)
-                if ref is None:
-                    ref = outs
-                same = all(np.array_equal(outs[k], ref[k]) for k in ref)
-                bad += not same or uses != graphs
-                print(f"{name:<18} {'graph' if graphs else 'plain':<7} {sub:>10.1f} {lat:>11.1f} "
-                      f"{str(uses):>6}  {'identical' if same else 'DIFFERENT'}")
-            if rb.check_engine(path, "cpu")[0]:
-                cpu = engine.create_context("cpu").run(feeds)
-                d = max(rel(ref[k], cpu[k]) for k in cpu)
-                bad += d > 1e-3
-                print(f"{name:<18} cuda vs cpu max rel diff {d:.2e}")
-            for n in (1, 2, 4, 8):
-                tput.append((name, n, throughput(engine, feeds, n, args.seconds)))
+            with rows.guard(name):
+                check_model(rows, name, all_models[name], tmp, args, tput)
     print(f"\n{'model':<18} {'contexts':>8} {'requests/s':>11}")
     for name, n, r in tput:
         print(f"{name:<18} {n:>8} {r:>11.0f}")
-    return 1 if bad else 0
+        rows.add(name, "fp32", True, mode=f"throughput x{n}", requests_per_s=r)
+    rows.write(args.json, stand_in=stand_in())
+    return 1 if rows.failed else 0
 
 
 if __name__ == "__main__":

@@ -23,15 +23,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from aotc.bench.gpu_report import Rows, rel_error, within  # noqa: E402
 from aotc.bench.measure import time_runs  # noqa: E402
 from aotc.bench.systems import AotcSystem  # noqa: E402
+from aotc.testing.fakecuda import active as stand_in  # noqa: E402
 
 
 def _engine(model, precision: str, split: bool, device: str):
     from aotc.compiler import compile_model
     from aotc.package.engine_format import engine_bytes
     res = compile_model(model, precision=precision, split_k=split, arch="none" if device == "cpu" else None,
-                        host=device == "cpu")
+                        host=device == "cpu" or stand_in())
     splits = sum(1 for k in res.kernels if k.splits > 1)
     return engine_bytes(res.plan), splits
 
@@ -61,6 +63,29 @@ def _models(names, small: bool):
     return {n: REAL_MODELS[n] for n in names}
 
 
+def compare(rows, name, model, feeds, prec, args):
+    """Both engines of one model and precision: their difference and alternating timings."""
+    names = [o.name for o in model.graph.output]
+    (blob_a, _), (blob_b, splits) = (_engine(model, prec, s, args.device) for s in (False, True))
+    a, b = _system(blob_a, args.device, names), _system(blob_b, args.device, names)
+    try:
+        diff = rel_error(b.run(feeds), a.run(feeds))
+        prep_a, prep_b = a.prepare(feeds), b.prepare(feeds)
+        ta, tb = [], []
+        for _ in range(args.rounds):
+            ta.append(time_runs(a.launch, [prep_a], args.iterations, 3, a.sync, stage=a.stage).p50)
+            tb.append(time_runs(b.launch, [prep_b], args.iterations, 3, b.sync, stage=b.stage).p50)
+    finally:
+        a.close()
+        b.close()
+    ma, mb = statistics.median(ta) * 1e3, statistics.median(tb) * 1e3
+    tol = 1e-3 if prec in ("fp32", "tf32") else 2e-2
+    ok = within(diff, tol)
+    rows.add(name, prec, ok, splits=splits, no_split_ms=ma, split_ms=mb, speedup=ma / mb, rel_diff=diff)
+    print(f"{name:<12} {prec:<5} {splits:>5} {ma:>12.3f} {mb:>9.3f} {ma / mb:>7.2f}x {diff:>9.1e}"
+          + ("" if ok else "  MISMATCH"), flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet50,bert_base,vit_b16")
@@ -69,35 +94,20 @@ def main(argv=None) -> int:
     ap.add_argument("--small", action="store_true", help="tiny e2e models instead (smoke run)")
     ap.add_argument("--rounds", type=int, default=5, help="alternating A/B timing rounds")
     ap.add_argument("--iterations", type=int, default=20, help="runs per round and engine")
+    ap.add_argument("--json", default=None, help="write the rows here (bench/gpu_all.sh merges them)")
     args = ap.parse_args(argv)
     print(f"{'model':<12} {'prec':<5} {'split':>5} {'no-split ms':>12} {'split ms':>9} {'speedup':>8} "
           f"{'rel diff':>9}")
-    bad = 0
+    rows = Rows("gpu_split_k")
     for name, build in _models(args.models.split(","), args.small).items():
-        model, feeds = build()
-        names = [o.name for o in model.graph.output]
-        for prec in args.precisions.split(","):
-            (blob_a, _), (blob_b, splits) = (_engine(model, prec, s, args.device) for s in (False, True))
-            a, b = _system(blob_a, args.device, names), _system(blob_b, args.device, names)
-            try:
-                out_a, out_b = a.run(feeds)[0], b.run(feeds)[0]
-                diff = float(np.max(np.abs(out_a.astype(np.float64) - out_b)) /
-                             max(float(np.max(np.abs(out_a))), 1e-30))
-                prep_a, prep_b = a.prepare(feeds), b.prepare(feeds)
-                ta, tb = [], []
-                for _ in range(args.rounds):
-                    ta.append(time_runs(a.launch, [prep_a], args.iterations, 3, a.sync).p50)
-                    tb.append(time_runs(b.launch, [prep_b], args.iterations, 3, b.sync).p50)
-            finally:
-                a.close()
-                b.close()
-            ma, mb = statistics.median(ta) * 1e3, statistics.median(tb) * 1e3
-            tol = 1e-3 if prec in ("fp32", "tf32") else 2e-2
-            bad += diff > tol
-            print(f"{name:<12} {prec:<5} {splits:>5} {ma:>12.3f} {mb:>9.3f} {ma / mb:>7.2f}x {diff:>9.1e}"
-                  + ("  MISMATCH" if diff > tol else ""))
+        with rows.guard(name):
+            model, feeds = build()
+            for prec in args.precisions.split(","):
+                with rows.guard(name, prec):
+                    compare(rows, name, model, feeds, prec, args)
     print("split: launches split-K in the split engine; speedup = no-split p50 / split p50 (medians of rounds)")
-    return 1 if bad else 0
+    rows.write(args.json, stand_in=stand_in())
+    return 1 if rows.failed else 0
 
 
 if __name__ == "__main__":
