@@ -6,6 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
-python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . 2>/dev/null \
-  || echo "(editable install unavailable: the binding builds the runtime with cc on first use)"
+bash bench/gpu_install.sh
+python3 -m aotc.bench.gpu_preflight || { echo "preflight failed: see the MISSING lines above"; exit 1; }
 python3 bench/gpu_check.py

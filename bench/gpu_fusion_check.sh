@@ -9,8 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
-python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . 2>/dev/null \
-  || echo "(editable install unavailable: the binding builds the runtime with cc on first use)"
+bash bench/gpu_install.sh
+python3 -m aotc.bench.gpu_preflight || { echo "preflight failed: see the MISSING lines above"; exit 1; }
 status=0
 python3 bench/gpu_check.py fp32,tf32,fp16 --models small || status=1
 python3 bench/gpu_check.py fp32,fp16 --models zoo || status=1

@@ -92,7 +92,8 @@ def table(rows: list[dict]) -> str:
     """One fixed-width table: check, model, precision, status, then each row's other fields."""
     lines = [f"{'check':<18} {'model':<24} {'prec':<5} {'status':<6} details"]
     for r in rows:
-        extra = "  ".join(f"{k}={_cell(v)}" for k, v in r.items() if k not in ("check", "model", "precision", "status"))
+        extra = "  ".join(f"{k}={_cell(v)}" for k, v in r.items()
+                          if k not in ("check", "model", "precision", "status") and v not in (None, ""))
         lines.append(f"{r['check']:<18} {r['model']:<24} {r.get('precision') or '':<5} {r['status']:<6} {extra}")
     failed = sum(r["status"] != "pass" for r in rows)
     lines.append(f"{len(rows)} rows, {failed} not passing")
