@@ -220,3 +220,41 @@ def test_capture_refuses_synchronous_work(cu, ctx):
     cu.ok(cu.cuMemcpyHtoDAsync_v2(p, a.ctypes.data, a.nbytes, stream))  # async on the stream: recorded
     cu.ok(cu.cuStreamEndCapture(stream, ctypes.byref(g)))
     assert g.value
+
+
+DEFERRED_ORDER = r'''
+import ctypes, numpy as np
+from tests.testing.fakecuda_driver import Driver, axpb_params
+cu = Driver(); cu.new_context()
+r, mod = cu.load("sm_90"); fn = cu.function(mod, "axpb")
+x = np.arange(64, dtype=np.float32)
+
+def trial(flags, order):
+    px, py = cu.alloc(x.nbytes), cu.alloc(x.nbytes)
+    s = cu.out(cu.cuStreamCreate, flags)
+    cu.ok(cu.cuMemcpyHtoD_v2(px, x.ctypes.data, x.nbytes))   # pageable upload: the legacy stream
+    if order == "event":
+        ev = cu.out(cu.cuEventCreate, 0)
+        cu.ok(cu.cuEventRecord(ev, None)); cu.ok(cu.cuStreamWaitEvent(s, ev, 0))
+    if order == "sync":
+        cu.ok(cu.cuCtxSynchronize())
+    params, keep = axpb_params(py, px, 64, c=2, b=0.0, t_b=0.0)
+    cu.ok(cu.cuLaunchKernel(fn, 1, 1, 1, 64, 1, 1, 0, s, params, None))
+    cu.ok(cu.cuStreamSynchronize(s))
+    y = cu.download(py, 64)
+    return "ok" if np.array_equal(y, 2 * x) else "nan" if np.isnan(y).all() else "other"
+
+print(trial(1, None), trial(0, None), trial(1, "event"), trial(1, "sync"))
+'''
+
+
+def test_deferred_order_shows_work_that_cuda_does_not_order():
+    """A non-blocking stream does not wait for a pageable upload on the legacy stream: under
+    AOTC_FAKECUDA_ORDER=deferred the kernel reads the allocation's NaN pattern, as on a GPU that
+    loses the race; a blocking stream, an event wait or a synchronisation orders it."""
+    import os
+    out = subprocess.run([sys.executable, "-c", DEFERRED_ORDER], capture_output=True, text=True, check=True,
+                         env={**os.environ, "AOTC_FAKECUDA_ORDER": "deferred"})
+    assert out.stdout.split() == ["nan", "ok", "ok", "ok"], out.stderr
+    eager = subprocess.run([sys.executable, "-c", DEFERRED_ORDER], capture_output=True, text=True, check=True)
+    assert eager.stdout.split() == ["ok", "ok", "ok", "ok"]  # eager order happens to be safe

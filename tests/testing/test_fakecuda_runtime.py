@@ -3,7 +3,9 @@
 Every e2e model runs on `cuda` (the stand-in executing the cubins' kernels
 through the host build) and on `cpu`, and the two must agree bit for bit:
 CUDA graphs off and on, new input values between runs, several contexts on
-several threads. Each check runs in a child process whose environment names
+several threads; and again with work run as late as CUDA allows
+(AOTC_FAKECUDA_ORDER=deferred), which shows any order the runtime relies on
+but CUDA does not promise. Each check runs in a child process whose environment names
 the stand-in (AOTC_LIBCUDA), as the runtime picks its driver once per process.
 """
 import json
@@ -39,7 +41,7 @@ def _second_feeds(feeds: dict, rng) -> dict:
     return out
 
 
-def _crosscheck(builders: dict, tmp_path: Path) -> dict:
+def _crosscheck(builders: dict, tmp_path: Path, **env) -> dict:
     rng, seed = fresh_rng()
     specs = []
     for name, build in builders.items():
@@ -56,7 +58,7 @@ def _crosscheck(builders: dict, tmp_path: Path) -> dict:
                       "feeds2": str(tmp_path / f"{name}.2.npz")})
     (tmp_path / "specs.json").write_text(json.dumps(specs))
     proc = subprocess.run([sys.executable, "-m", "tests.testing.fakecuda_crosscheck", str(tmp_path / "specs.json")],
-                          cwd=ROOT, env=_fake_env(), capture_output=True, text=True, timeout=1800)
+                          cwd=ROOT, env=_fake_env(**env), capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = {r["name"]: r for r in map(json.loads, proc.stdout.splitlines())}
     assert set(results) == set(builders), (proc.stdout, proc.stderr[-2000:], seed)
@@ -74,6 +76,13 @@ def _assert_bit_exact(results: dict):
 
 def test_small_models_match_the_cpu_device_bit_for_bit(tmp_path):
     _assert_bit_exact(_crosscheck(MODELS, tmp_path))
+
+
+@pytest.mark.xfail(strict=True, reason="first-use ordering: the weight upload (cuMemcpyHtoD, legacy stream) is "
+                   "not ordered before the first launch on the context's non-blocking stream; the gpumath "
+                   "branch orders it, and then this test passes: remove this marker")
+def test_small_models_match_bit_for_bit_when_work_runs_as_late_as_cuda_allows(tmp_path):
+    _assert_bit_exact(_crosscheck(MODELS, tmp_path, AOTC_FAKECUDA_ORDER="deferred"))
 
 
 @pytest.mark.slow

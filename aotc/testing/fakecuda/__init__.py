@@ -31,7 +31,7 @@ import threading
 from aotc.errors import RuntimeFailure
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_SOURCES = ["fakecuda_core.c", "fakecuda_exec.c", "fakecuda_module.c", "fakecuda_image.c"]
+_SOURCES = ["fakecuda_core.c", "fakecuda_exec.c", "fakecuda_module.c", "fakecuda_image.c", "fakecuda_queue.c"]
 _HEADERS = ["fakecuda.h", "fakecuda_state.h"]
 
 

@@ -15,7 +15,8 @@
  * keeps its address range, inaccessible, so a later use is recognised as a
  * use after free rather than hitting a newer allocation.
  *
- * Environment: AOTC_FAKECUDA_ARCH (compute capability, default 90),
+ * Environment: AOTC_FAKECUDA_ORDER=deferred (work runs as late as CUDA
+ * allows, fakecuda_queue.c), AOTC_FAKECUDA_ARCH (compute capability, default 90),
  * AOTC_FAKECUDA_DEVICES (default 1), AOTC_FAKECUDA_DRIVER_VERSION (default
  * 13000), AOTC_FAKECUDA_POISON=0 (fresh memory zeroed instead).
  */
@@ -109,6 +110,8 @@ EXPORT CUresult cuInit(unsigned flags) {
     device_count = env_int("AOTC_FAKECUDA_DEVICES", 1);
     driver_version = env_int("AOTC_FAKECUDA_DRIVER_VERSION", 13000);
     poison = env_int("AOTC_FAKECUDA_POISON", 1);
+    const char *order = getenv("AOTC_FAKECUDA_ORDER");
+    fk_deferred = order && strcmp(order, "deferred") == 0;
     initialized = 1;
   }
   pthread_mutex_unlock(&fk_mu);
@@ -221,6 +224,7 @@ static fk_ctx *ctx_new(int dev, int is_primary) {
 }
 
 static void ctx_kill(fk_ctx *c) {
+  if (fk_deferred) fk_flush_ctx(c); /* queued work completes first */
   c->h.alive = 0; /* its streams, modules, events and graphs die with it */
   mem_release_ctx(c);
 }
@@ -350,8 +354,9 @@ EXPORT CUresult cuCtxSynchronize(void) {
   pthread_mutex_lock(&fk_mu);
   CUresult r = fk_current(&c);
   if (!r) r = fk_capture_forbids();
+  if (!r && fk_deferred) r = fk_flush_ctx(c);
   pthread_mutex_unlock(&fk_mu);
-  return r; /* work runs when it is submitted: nothing is pending */
+  return r;
 }
 
 /* ---- memory ---- */
@@ -440,6 +445,7 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
   pthread_mutex_lock(&fk_mu);
   CUresult r = fk_current(&c);
   if (!r) r = fk_capture_forbids();
+  if (!r && fk_deferred) r = fk_flush_ctx(c); /* a free waits for the work before it */
   if (!r) {
     r = CUDA_ERROR_INVALID_VALUE; /* not the start of a live allocation */
     for (size_t i = 0; i < alloc_count; ++i)

@@ -43,7 +43,7 @@ CUresult fk_capture_forbids(void) {
 }
 
 /* Legacy-stream work would wait for every blocking stream of the context. */
-static CUresult legacy_joins_capture(fk_ctx *c) {
+CUresult fk_legacy_joins_capture(fk_ctx *c) {
   CUresult r = CUDA_SUCCESS;
   for (int i = 0; i < capturing_count; ++i)
     if (capturing[i]->h.ctx == c && capturing[i]->flags == 0) {
@@ -82,7 +82,11 @@ EXPORT CUresult cuStreamCreate(fk_stream **out, unsigned flags) {
   CUresult r = fk_current(&c);
   fk_stream *s = r ? NULL : (fk_stream *)fk_new(FK_STREAM, sizeof *s, c);
   if (!r && !s) r = CUDA_ERROR_OUT_OF_MEMORY;
-  if (s) fk_stream_init(s, flags);
+  if (s) {
+    fk_stream_init(s, flags);
+    s->next = c->streams;
+    c->streams = s;
+  }
   pthread_mutex_unlock(&fk_mu);
   *out = s;
   return r;
@@ -95,6 +99,7 @@ EXPORT CUresult cuStreamDestroy_v2(fk_stream *handle) {
   fk_stream *s = (fk_stream *)fk_get(handle, FK_STREAM);
   if (r != CUDA_ERROR_INVALID_CONTEXT && r != CUDA_ERROR_NOT_INITIALIZED) r = s ? 0 : CUDA_ERROR_INVALID_HANDLE;
   if (!r) {
+    fk_flush(s, UINT64_MAX); /* work queued before the destroy still runs */
     s->h.alive = 0;
     capture_forget(s);
   }
@@ -116,6 +121,7 @@ EXPORT CUresult cuStreamSynchronize(void *handle) {
     s->capture_invalid = 1;
     r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   } else if (!r) r = fk_capture_forbids();
+  if (!r && fk_deferred) r = fk_flush(s, UINT64_MAX);
   pthread_mutex_unlock(&fk_mu);
   return r;
 }
@@ -129,99 +135,8 @@ EXPORT CUresult cuStreamQuery(void *handle) {
     s->capture_invalid = 1;
     r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
+  if (!r && fk_deferred) r = fk_flush(s, UINT64_MAX); /* a poll makes progress */
   pthread_mutex_unlock(&fk_mu);
-  return r;
-}
-
-/* ---- ops ---- */
-static CUresult run_kernel(fk_op *op) {
-  const fk_kernel_info *k = op->f->k;
-  void *params[FK_MAX_PARAMS];
-  for (int i = 0; i < k->nparams; ++i) params[i] = op->params + k->offset[i];
-  int rc = op->f->fn(op->grid, op->block, op->smem, params);
-  return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
-}
-
-/* A pointer-sized parameter that points into freed memory: the kernel would fault. */
-static int uses_freed_memory(const fk_op *op) {
-  const fk_kernel_info *k = op->f->k;
-  for (int i = 0; i < k->nparams; ++i) {
-    if (k->size[i] != 8) continue;
-    CUdeviceptr p;
-    memcpy(&p, op->params + k->offset[i], 8);
-    int freed = 0;
-    if (!fk_mem_live(p, 1, &freed) && freed) return 1;
-  }
-  return 0;
-}
-
-static CUresult check_copy(const fk_op *op) {
-  if (op->dev_dst && !fk_mem_live(op->dst, op->n * (op->kind == OP_MEMSET ? op->width : 1), NULL))
-    return CUDA_ERROR_INVALID_VALUE;
-  if (op->kind == OP_COPY && op->dev_src && !fk_mem_live(op->src, op->n, NULL)) return CUDA_ERROR_INVALID_VALUE;
-  return CUDA_SUCCESS;
-}
-
-/* Runs one op (fk_mu held on entry and exit, released while the work runs). */
-static CUresult run_op(fk_stream *s, fk_ctx *c, fk_op *op) {
-  CUresult r = CUDA_SUCCESS;
-  if (op->kind == OP_KERNEL && uses_freed_memory(op)) r = CUDA_ERROR_ILLEGAL_ADDRESS;
-  else if (op->kind == OP_COPY || op->kind == OP_MEMSET) r = check_copy(op);
-  if (r) {
-    if (r == CUDA_ERROR_ILLEGAL_ADDRESS) c->sticky = r;
-    return r;
-  }
-  if (op->kind == OP_KERNEL) ++fk_count_launches;
-  if (op->kind == OP_EVENT) {
-    op->ev->recorded = 1;
-    op->ev->t = fk_now();
-    return CUDA_SUCCESS;
-  }
-  pthread_mutex_unlock(&fk_mu);
-  pthread_mutex_lock(&s->exec);
-  if (op->kind == OP_KERNEL) r = run_kernel(op);
-  else if (op->kind == OP_COPY) memmove((void *)(uintptr_t)op->dst, (const void *)(uintptr_t)op->src, op->n);
-  else if (op->width == 1) memset((void *)(uintptr_t)op->dst, (int)op->value, op->n);
-  else
-    for (size_t i = 0; i < op->n; ++i) ((uint32_t *)(uintptr_t)op->dst)[i] = op->value;
-  pthread_mutex_unlock(&s->exec);
-  pthread_mutex_lock(&fk_mu);
-  if (r) c->sticky = r; /* a failed kernel poisons its context, as on a GPU */
-  return r;
-}
-
-static void op_free(fk_op *op) { free(op->params); }
-
-static CUresult graph_append(fk_graph *g, fk_op *op) {
-  if (g->n == g->cap) {
-    int cap = g->cap ? 2 * g->cap : 64;
-    fk_op *t = (fk_op *)realloc(g->ops, (size_t)cap * sizeof *t);
-    if (!t) return CUDA_ERROR_OUT_OF_MEMORY;
-    g->ops = t;
-    g->cap = cap;
-  }
-  g->ops[g->n++] = *op;
-  return CUDA_SUCCESS;
-}
-
-CUresult fk_submit(fk_stream *s, fk_ctx *c, fk_op *op) {
-  if (s == c->legacy) {
-    CUresult r = legacy_joins_capture(c);
-    if (r) {
-      op_free(op);
-      return r;
-    }
-  }
-  if (s->capture) {
-    CUresult r = s->capture_invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : graph_append(s->capture, op);
-    if (r) {
-      s->capture_invalid = 1;
-      op_free(op);
-    }
-    return r;
-  }
-  CUresult r = run_op(s, c, op);
-  op_free(op);
   return r;
 }
 
@@ -236,8 +151,10 @@ static CUresult copy(void *stream, int sync, CUdeviceptr dst, int dev_dst, CUdev
   if (!r && (!dst || !src)) r = CUDA_ERROR_INVALID_VALUE;
   if (!r && n) {
     fk_op op = {.kind = OP_COPY, .dst = dst, .src = src, .dev_dst = dev_dst, .dev_src = dev_src, .n = n};
-    r = check_copy(&op);
+    r = fk_check_copy(&op);
     if (!r) r = fk_submit(s, c, &op);
+    /* a copy to pageable host memory has landed when a synchronous call returns */
+    if (!r && sync && !dev_dst && fk_deferred) r = fk_flush(s, UINT64_MAX);
   }
   pthread_mutex_unlock(&fk_mu);
   return r;
@@ -266,7 +183,7 @@ static CUresult memset_op(void *stream, int sync, CUdeviceptr dst, unsigned valu
   if (!r && width == 4 && dst % 4) r = CUDA_ERROR_INVALID_VALUE;
   if (!r && n) {
     fk_op op = {.kind = OP_MEMSET, .dst = dst, .dev_dst = 1, .n = n, .value = value, .width = width};
-    r = check_copy(&op);
+    r = fk_check_copy(&op);
     if (!r) r = fk_submit(s, c, &op);
   }
   pthread_mutex_unlock(&fk_mu);
@@ -328,12 +245,18 @@ EXPORT CUresult cuEventRecord(fk_event *handle, void *stream) {
   return r;
 }
 
+/* Deferred order: runs the work recorded before e. */
+static CUresult event_flush(fk_event *e) {
+  return fk_deferred && e->stream && e->stream->h.alive ? fk_flush(e->stream, e->seq) : CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuEventSynchronize(fk_event *handle) {
   fk_ctx *c;
   fk_event *e;
   pthread_mutex_lock(&fk_mu);
   CUresult r = event_api(handle, &c, &e);
   if (!r) r = fk_capture_forbids();
+  if (!r) r = event_flush(e);
   pthread_mutex_unlock(&fk_mu);
   return r;
 }
@@ -343,6 +266,7 @@ EXPORT CUresult cuEventQuery(fk_event *handle) {
   fk_event *e;
   pthread_mutex_lock(&fk_mu);
   CUresult r = event_api(handle, &c, &e);
+  if (!r) r = event_flush(e); /* a poll makes progress */
   pthread_mutex_unlock(&fk_mu);
   return r;
 }
@@ -354,6 +278,8 @@ EXPORT CUresult cuEventElapsedTime(float *ms, fk_event *start, fk_event *end) {
   pthread_mutex_lock(&fk_mu);
   CUresult r = event_api(start, &c, &a);
   if (!r) r = event_api(end, &c, &b);
+  if (!r) r = event_flush(a);
+  if (!r) r = event_flush(b);
   if (!r && (!a->recorded || !b->recorded || (a->flags & 2) || (b->flags & 2)))
     r = CUDA_ERROR_INVALID_HANDLE; /* never recorded, or CU_EVENT_DISABLE_TIMING */
   if (!r) *ms = (float)(b->t - a->t);
@@ -368,7 +294,11 @@ EXPORT CUresult cuStreamWaitEvent(void *stream, fk_event *handle, unsigned flags
   (void)flags;
   pthread_mutex_lock(&fk_mu);
   CUresult r = event_api(handle, &c, &e);
-  if (!r) r = fk_stream_of(stream, c, &s); /* work already ran: nothing to wait for */
+  if (!r) r = fk_stream_of(stream, c, &s);
+  if (!r && fk_deferred && !s->capture && e->stream) { /* eager order: that work already ran */
+    fk_op op = {.kind = OP_WAIT, .wait_stream = e->stream, .wait_seq = e->seq};
+    r = fk_submit(s, c, &op);
+  }
   pthread_mutex_unlock(&fk_mu);
   return r;
 }
@@ -398,7 +328,7 @@ EXPORT CUresult cuStreamBeginCapture_v2(void *stream, int mode) {
 }
 
 static void graph_clear(fk_op *ops, int n) {
-  for (int i = 0; i < n; ++i) op_free(&ops[i]);
+  for (int i = 0; i < n; ++i) fk_op_free(&ops[i]);
   free(ops);
 }
 
@@ -442,6 +372,7 @@ static fk_op *ops_copy(const fk_op *ops, int n) {
   fk_op *t = (fk_op *)calloc((size_t)n + 1, sizeof *t);
   for (int i = 0; t && i < n; ++i) {
     t[i] = ops[i];
+    t[i].staged = NULL;
     if (ops[i].kind != OP_KERNEL) continue;
     size_t bytes = ops[i].f->k->param_bytes;
     t[i].params = (uint8_t *)malloc(bytes + 1);
@@ -484,7 +415,15 @@ EXPORT CUresult cuGraphLaunch(fk_graph_exec *handle, void *stream) {
   if (!r && (!x || x->h.ctx != c)) r = CUDA_ERROR_INVALID_HANDLE;
   if (!r && s->capture) r = CUDA_ERROR_NOT_SUPPORTED; /* child graphs: not modelled */
   if (!r) ++fk_count_graph_launches;
-  for (int i = 0; !r && i < x->n; ++i) r = run_op(s, c, &x->ops[i]);
+  for (int i = 0; !r && i < x->n; ++i) {
+    if (!fk_deferred) {
+      r = fk_run_op(s, c, &x->ops[i]);
+      continue;
+    }
+    fk_op *one = ops_copy(&x->ops[i], 1); /* the queue owns its ops */
+    r = one ? fk_submit(s, c, one) : CUDA_ERROR_OUT_OF_MEMORY;
+    free(one);
+  }
   pthread_mutex_unlock(&fk_mu);
   return r;
 }

@@ -126,6 +126,7 @@ EXPORT CUresult cuModuleUnload(fk_module *handle) {
   fk_module *m;
   pthread_mutex_lock(&fk_mu);
   CUresult r = module_api(handle, &c, &m);
+  if (!r && fk_deferred) r = fk_flush_ctx(c); /* queued launches of its kernels run first */
   if (!r) {
     m->h.alive = 0;
     for (int i = 0; i < m->info.nkernels; ++i)

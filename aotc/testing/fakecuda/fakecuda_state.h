@@ -28,9 +28,11 @@ struct fk_ctx {
   int device, primary, refs;
   CUresult sticky; /* an error that poisons the context, as a real fault does */
   struct fk_stream *legacy;
+  struct fk_stream *streams; /* the context's created streams, newest first */
 };
 
 typedef struct fk_graph fk_graph;
+typedef struct fk_op fk_op;
 typedef struct fk_stream {
   fk_obj h;
   unsigned flags;
@@ -38,6 +40,9 @@ typedef struct fk_stream {
   fk_graph *capture;    /* non-NULL while capturing */
   int capture_mode, capture_invalid;
   pthread_t capture_thread;
+  fk_op *q; /* deferred order: queued ops, a ring */
+  int qhead, qn, qcap;
+  struct fk_stream *next; /* in the context's list */
 } fk_stream;
 
 typedef struct fk_module fk_module;
@@ -61,10 +66,12 @@ typedef struct fk_event {
   unsigned flags;
   int recorded;
   double t;
+  fk_stream *stream; /* deferred order: where and when it was recorded */
+  uint64_t seq;
 } fk_event;
 
-enum { OP_KERNEL = 1, OP_COPY, OP_MEMSET, OP_EVENT };
-typedef struct fk_op {
+enum { OP_KERNEL = 1, OP_COPY, OP_MEMSET, OP_EVENT, OP_WAIT };
+struct fk_op {
   int kind;
   fk_func *f;
   unsigned grid[3], block[3], smem;
@@ -74,7 +81,11 @@ typedef struct fk_op {
   size_t n;              /* bytes, or elements for OP_MEMSET */
   unsigned value, width; /* OP_MEMSET: value and element width (1 or 4) */
   fk_event *ev;
-} fk_op;
+  uint8_t *staged;         /* OP_COPY from the host: the bytes as they were when submitted */
+  uint64_t seq;            /* deferred order: submission order, over all streams */
+  fk_stream *wait_stream;  /* OP_WAIT: run after wait_stream's ops up to wait_seq */
+  uint64_t wait_seq;
+};
 
 struct fk_graph {
   fk_obj h;
@@ -107,12 +118,23 @@ double fk_now(void);
 unsigned fk_max_smem_optin(void);
 extern unsigned long long fk_count_launches, fk_count_graph_launches;
 
-/* fakecuda_exec.c: streams, ops. */
+/* fakecuda_exec.c: streams. */
 /* Resolves a stream handle (NULL, legacy, per-thread: the context's legacy stream). */
 CUresult fk_stream_of(void *handle, fk_ctx *c, fk_stream **out);
-/* Runs op now on stream s, or appends it to s's capture (fk_mu held on entry,
- * released and retaken around the run). Takes ownership of op->params. */
-CUresult fk_submit(fk_stream *s, fk_ctx *c, fk_op *op);
 void fk_stream_init(fk_stream *s, unsigned flags);
+/* CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (invalidating it) if a blocking stream of c captures. */
+CUresult fk_legacy_joins_capture(fk_ctx *c);
+
+/* fakecuda_queue.c: when work runs (all with fk_mu held). */
+extern int fk_deferred; /* AOTC_FAKECUDA_ORDER=deferred */
+/* Runs op now, queues it (deferred order) or appends it to s's capture.
+ * Takes ownership of op->params and op->staged. */
+CUresult fk_submit(fk_stream *s, fk_ctx *c, fk_op *op);
+CUresult fk_run_op(fk_stream *s, fk_ctx *c, fk_op *op);
+CUresult fk_check_copy(const fk_op *op);
+void fk_op_free(fk_op *op);
+/* Runs the queued work of s up to seq `upto` (and all it depends on); of a whole context. */
+CUresult fk_flush(fk_stream *s, uint64_t upto);
+CUresult fk_flush_ctx(fk_ctx *c);
 
 #endif /* AOTC_FAKECUDA_STATE_H_ */
