@@ -147,3 +147,22 @@ def test_bad_aotc_libcuda_is_one_clear_line(tmp_path):
 def test_module_prints_the_library_path():
     proc = subprocess.run([sys.executable, "-m", "aotc.testing.fakecuda"], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == library_path() and os.path.exists(proc.stdout.strip())
+
+
+@pytest.mark.parametrize("change", ["drop", "add"])
+def test_plan_passing_the_wrong_argument_count_is_refused(tmp_path, change):
+    """The runtime checks each launch's argument count against the cubin's parameter info
+    (cuFuncGetParamInfo), so a plan and kernels that disagree fail before any launch."""
+    from aotc.package.engine_format import write_engine
+    model, _ = MODELS["mlp"]()
+    plan = aotc.compiler.compile(model).plan
+    launch = plan.launches[0]
+    launch.args = launch.args[:-1] if change == "drop" else launch.args + [launch.args[-1]]
+    engine = tmp_path / "bad.engine"
+    write_engine(plan, engine)
+    proc = _aotc("run", str(engine), "--device", "cuda")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    n = len(launch.args)
+    want = f"takes {n + 1} parameters" if change == "drop" else f"takes {n - 1} parameters"
+    assert f"kernel '{launch.kernel}' (launch 0) {want} in the cubin sm_90, the launch plan passes {n}" \
+        in proc.stderr, proc.stderr

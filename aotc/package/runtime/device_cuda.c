@@ -300,7 +300,7 @@ static aotc_status_t check_params(const aotc_engine_t *e, CUfunction fn, uint32_
   const aotc_launch_t *l = &e->launches[launch];
   size_t off = 0, size = 0;
   uint32_t n = 0;
-  for (; n <= l->arg_count && cu.FuncGetParamInfo(fn, n, &off, &size) == 0; ++n)
+  for (; n < 4096 && cu.FuncGetParamInfo(fn, n, &off, &size) == 0; ++n)
     if (size != 8)
       return aotc_make_status(AOTC_STATUS_DATA_LOSS,
                               "kernel '%s' (launch %u): parameter %u is %zu bytes in the %s %s, the "
@@ -308,9 +308,9 @@ static aotc_status_t check_params(const aotc_engine_t *e, CUfunction fn, uint32_
                               n, size, img->kind == AOTC_SEC_PTX ? "PTX" : "cubin", img->tag);
   if (n == l->arg_count) return NULL;
   return aotc_make_status(AOTC_STATUS_DATA_LOSS,
-                          "kernel '%s' (launch %u) takes %s%u parameters in the %s %s, the launch plan "
-                          "passes %u", e->kernel_names[l->kernel], launch, n > l->arg_count ? "at least " : "",
-                          n, img->kind == AOTC_SEC_PTX ? "PTX" : "cubin", img->tag, l->arg_count);
+                          "kernel '%s' (launch %u) takes %u parameters in the %s %s, the launch plan "
+                          "passes %u", e->kernel_names[l->kernel], launch, n,
+                          img->kind == AOTC_SEC_PTX ? "PTX" : "cubin", img->tag, l->arg_count);
 }
 
 static aotc_status_t prepare_locked(aotc_engine_t *e, struct aotc_cuda_engine_s *c) {
