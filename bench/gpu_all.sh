@@ -64,8 +64,12 @@ step() {
   local t0=$(date +%s)
   timeout -k 10 "$limit" "$@" --json "$parts/$name.json" > "$dest/$name.log" 2>&1
   local rc=$?
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ] || [ ! -s "$parts/$name.json" ]; then
+    python3 -m aotc.bench.gpu_report --incomplete "$parts/$name.json" "$name" \
+      "stopped (exit $rc) after $limit s: what it had not reached did not run; see $name.log"
+  fi
   tail -n 25 "$dest/$name.log" | grep -v '^  File \|^Traceback\|^    ' || true
-  echo "== $name: exit $rc after $(( $(date +%s) - t0 )) s$([ $rc = 124 ] && echo ' (time limit: rows so far are lost)')"
+  echo "== $name: exit $rc after $(( $(date +%s) - t0 )) s$([ $rc = 124 ] && echo ' (time limit: the rows written so far are kept)')"
 }
 
 if [ "$quick" = 1 ]; then
@@ -80,7 +84,7 @@ else
   step gpu_check_real 150 python3 bench/gpu_check.py fp32,fp16 --models real --no-cpu
   step gpu_runtime_check 60 python3 bench/gpu_runtime_check.py --models transformer_block,bert_base \
     --iters 100 --seconds 1
-  step gpu_split_k 80 python3 bench/gpu_split_k.py --models resnet50,bert_base --precisions fp32 --rounds 3 \
+  step gpu_split_k 100 python3 bench/gpu_split_k.py --models resnet50,bert_base --precisions fp32 --rounds 3 \
     --iterations 10
   step gpu_check_zoo 120 python3 bench/gpu_check.py fp32,fp16 --models zoo "${no_cpu[@]}"
   step gpu_kernels 60 python3 bench/gpu_kernels.py --precisions fp32,fp16 --iterations 20 --max-seconds 1

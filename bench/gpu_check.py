@@ -83,13 +83,13 @@ def main(precisions, models, with_cpu: bool = True, json_path: str | None = None
         import onnxruntime as ort
     except ImportError:
         ort = None
-    rows = Rows("gpu_check")
+    rows = Rows("gpu_check", json_path)
     print(f"{'model':<20} {'prec':<5} {'cuda-vs-cpu':>12} {'cuda-vs-ort':>12} {'cuda p50 ms':>12}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, build in models.items():
             with rows.guard(name):  # a builder that fails is one row, not the end of the run
                 check_model(rows, name, build, precisions, tmp, ort, with_cpu)
-    rows.write(json_path, precisions=precisions, with_cpu=with_cpu, stand_in=stand_in())
+    rows.write(precisions=precisions, with_cpu=with_cpu, stand_in=stand_in())
     return 1 if rows.failed else 0
 
 

@@ -135,7 +135,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the rows here (bench/gpu_all.sh merges them)")
     args = ap.parse_args(argv)
     results = []
-    rows = Rows("gpu_kernels")
+    rows = Rows("gpu_kernels", args.json)
     tols = {"fp16": 2e-2, "tf32": 1e-2}
     for name in args.cases.split(","):
         with rows.guard(name):
@@ -161,7 +161,7 @@ def main(argv=None) -> int:
     bad = [f"{row['model']} {row['precision']}" for row in rows.rows if row["status"] != "pass"]
     if bad:
         print("aotc disagrees with the reference or failed: " + ", ".join(bad))
-    rows.write(args.json)
+    rows.write()
     return 1 if bad else 0
 
 

@@ -147,7 +147,7 @@ def main() -> int:
     ap.add_argument("--json", default=None, help="write the rows here (bench/gpu_all.sh merges them)")
     args = ap.parse_args()
     all_models = builders()
-    rows = Rows("gpu_runtime_check")
+    rows = Rows("gpu_runtime_check", args.json)
     print(f"runtime {rb.runtime_version()}")
     print(f"{'model':<18} {'mode':<7} {'submit us':>10} {'latency us':>11} {'graph':>6}  check")
     tput = []
@@ -163,7 +163,7 @@ def main() -> int:
     for name, n, r in tput:
         print(f"{name:<18} {n:>8} {r:>11.0f}")
         rows.add(name, "fp32", True, mode=f"throughput x{n}", requests_per_s=r)
-    rows.write(args.json, stand_in=stand_in())
+    rows.write(stand_in=stand_in())
     return 1 if rows.failed else 0
 
 

@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     print(f"{'model':<12} {'prec':<5} {'split':>5} {'no-split ms':>12} {'split ms':>9} {'speedup':>8} "
           f"{'rel diff':>9}")
-    rows = Rows("gpu_split_k")
+    rows = Rows("gpu_split_k", args.json)
     for name, build in _models(args.models.split(","), args.small).items():
         with rows.guard(name):
             model, feeds = build()
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
                 with rows.guard(name, prec):
                     compare(rows, name, model, feeds, prec, args)
     print("split: launches split-K in the split engine; speedup = no-split p50 / split p50 (medians of rounds)")
-    rows.write(args.json, stand_in=stand_in())
+    rows.write(stand_in=stand_in())
     return 1 if rows.failed else 0
 
 

@@ -123,8 +123,8 @@ def _competitors(rows: Rows) -> None:
                                                                                      "say so")
 
 
-def run(stand_in: bool) -> Rows:
-    rows = Rows("preflight")
+def run(stand_in: bool, json_path: str | None = None) -> Rows:
+    rows = Rows("preflight", json_path)
     _packages(rows)
     _nvrtc(rows)
     _host_compiler(rows, required=stand_in)  # the stand-in runs kernels through the host build
@@ -139,14 +139,14 @@ def main(argv=None) -> int:
     ap.add_argument("--stand-in", action="store_true", help="accept the stand-in CUDA driver as the GPU")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    rows = run(args.stand_in)
+    rows = run(args.stand_in, args.json)
     for r in rows.rows:
         extra = "  ".join(f"{k}={v}" for k, v in r.items()
                           if k not in ("check", "model", "precision", "status", "detail") and v is not None)
         print(f"{'ok' if r['status'] == 'pass' else 'MISSING':<8} {r['model']:<30} {extra} "
               f"{r.get('detail') or ''}".rstrip(), flush=True)
     host = next(r for r in rows.rows if r["model"] == "host compiler")
-    rows.write(args.json, host_builds=bool(host.get("usable")))
+    rows.write(host_builds=bool(host.get("usable")))
     return 1 if rows.failed else 0
 
 

@@ -6,7 +6,7 @@ aotc.bench.measure.max_errors's: a relative error is NaN-proof (a non-finite
 value on either side is an infinite error), so `err <= tol` is the only
 comparison ever made. `Rows.guard` turns an exception inside one model into
 an error row and lets the script go on. Each script writes its rows with
-`--json`; `python -m aotc.bench.gpu_report OUT.json PART.json...` merges the
+`--json` (after every row, so a check stopped by its time limit keeps them); `python -m aotc.bench.gpu_report OUT.json PART.json...` merges the
 parts into one file and prints one table (bench/gpu_all.sh).
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import sys
 import traceback
 
@@ -43,14 +44,16 @@ def one_line(e: BaseException) -> str:
 class Rows:
     """The rows of one check: one per (model, precision) or per case."""
 
-    def __init__(self, check: str):
-        self.check = check
+    def __init__(self, check: str, json_path: str | None = None):
+        self.check, self.json_path = check, json_path
         self.rows: list[dict] = []
+        self.meta: dict = {}
 
     def add(self, model: str, precision: str | None, ok: bool, **fields) -> dict:
         row = {"check": self.check, "model": model, "precision": precision, "status": "pass" if ok else "FAIL",
                **fields}
         self.rows.append(row)
+        self.write()  # after every row: a check stopped by its time limit keeps what it measured
         return row
 
     @contextlib.contextmanager
@@ -63,15 +66,20 @@ class Rows:
             traceback.print_exc(file=sys.stderr)
             self.rows.append({"check": self.check, "model": model, "precision": precision, "status": "error",
                               "detail": one_line(e)})
+            self.write()
 
     @property
     def failed(self) -> bool:
         return any(r["status"] != "pass" for r in self.rows)
 
-    def write(self, path: str | None, **meta) -> None:
-        if path:
-            with open(path, "w") as f:
-                json.dump({"check": self.check, **meta, "rows": self.rows}, f, indent=1, default=_plain)
+    def write(self, **meta) -> None:
+        """Writes the rows (and `meta`, kept for later writes) to the JSON path, if there is one."""
+        self.meta.update(meta)
+        if self.json_path:
+            tmp = self.json_path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump({"check": self.check, **self.meta, "rows": self.rows}, f, indent=1, default=_plain)
+            os.replace(tmp, self.json_path)
 
 
 def _plain(v):
@@ -120,7 +128,23 @@ def merge(out_path: str, parts: list[str], meta: dict | None = None) -> dict:
     return result
 
 
+def note_incomplete(path: str, check: str, detail: str) -> None:
+    """Adds an error row to a check's part file (made if missing): it stopped before its end."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        data = {"check": check, "rows": []}
+    data["rows"].append({"check": check, "model": "(rest of the check)", "precision": None, "status": "error",
+                         "detail": detail})
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 5 and argv[1] == "--incomplete":  # --incomplete PART CHECK DETAIL
+        note_incomplete(argv[2], argv[3], argv[4])
+        return 0
     if len(argv) < 3:
         print("usage: python -m aotc.bench.gpu_report OUT.json PART.json... [--meta KEY=VALUE...]", file=sys.stderr)
         return 2

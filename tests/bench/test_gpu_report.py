@@ -31,9 +31,8 @@ def test_a_failure_inside_a_guard_is_an_error_row_and_the_rest_run():
 
 
 def test_merge_writes_one_file_and_marks_a_missing_part(tmp_path):
-    rows = Rows("gpu_check")
-    rows.add("mlp", "fp32", True, cuda_vs_cpu=0.0)
-    rows.write(str(tmp_path / "gpu_check.json"))
+    rows = Rows("gpu_check", str(tmp_path / "gpu_check.json"))
+    rows.add("mlp", "fp32", True, cuda_vs_cpu=0.0)  # written at once
     out = merge(str(tmp_path / "all.json"), [str(tmp_path / "gpu_check.json"), str(tmp_path / "gpu_kernels.json")],
                 {"stand_in": "1"})
     data = json.loads((tmp_path / "all.json").read_text())
@@ -41,3 +40,16 @@ def test_merge_writes_one_file_and_marks_a_missing_part(tmp_path):
     assert [(r["check"], r["status"]) for r in data["rows"]] == [("gpu_check", "pass"), ("gpu_kernels", "error")]
     text = table(data["rows"])
     assert "mlp" in text and "2 rows, 1 not passing" in text
+
+
+def test_a_check_stopped_by_its_time_limit_keeps_its_rows_and_says_so(tmp_path):
+    from aotc.bench.gpu_report import note_incomplete
+    part = str(tmp_path / "gpu_check_zoo.json")
+    rows = Rows("gpu_check", part)
+    rows.add("llama", "fp32", True)                       # on disk before the limit strikes
+    note_incomplete(part, "gpu_check_zoo", "stopped (exit 124) after 120 s")
+    note_incomplete(str(tmp_path / "never.json"), "gpu_kernels", "stopped (exit 137) after 60 s")
+    out = merge(str(tmp_path / "all.json"), [part, str(tmp_path / "never.json")])
+    assert [(r["model"], r["status"]) for r in out["rows"]] == [
+        ("llama", "pass"), ("(rest of the check)", "error"), ("(rest of the check)", "error")]
+    assert not out["passed"]
