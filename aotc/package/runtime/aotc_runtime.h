@@ -8,6 +8,9 @@
  *   AOTC_DEVICE_CUDA  runs the cubin matching the GPU (or JIT-compiles the
  *                     PTX) through libcuda.so.1, loaded with dlopen at run
  *                     time; the runtime has no link-time CUDA dependency.
+ *                     $AOTC_LIBCUDA names another driver library instead,
+ *                     e.g. aotc's stand-in that runs the cuda path on a CPU
+ *                     (`python -m aotc.testing.fakecuda` prints its path).
  *
  * Typical use:
  *   aotc_engine_t *engine;  aotc_context_t *ctx;
