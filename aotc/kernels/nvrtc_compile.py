@@ -99,25 +99,27 @@ def _nvrtc_compile(source: str, target: str, options: list[str], with_ptx: bool 
     try:
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
         _, log_size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log_buf = b" " * log_size
+        # Output buffers are bytearrays: NVRTC writes into them, and a 1-byte bytes object (an
+        # empty log is just its NUL) is CPython's shared b" ", which every later " " would then be.
+        log_buf = bytearray(log_size)
         nvrtc.nvrtcGetProgramLog(prog, log_buf)
-        log = log_buf.rstrip(b"\0").decode(errors="replace")
+        log = bytes(log_buf).rstrip(b"\0").decode(errors="replace")
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise CompileError(f"NVRTC compile for {target} failed: {_first_error(log)}", log=log)
         ptx = None
         if not target.startswith("sm_") or with_ptx:
             err, size = nvrtc.nvrtcGetPTXSize(prog)
             _check(err, "PTX size")
-            buf = b" " * size
+            buf = bytearray(size)
             _check(nvrtc.nvrtcGetPTX(prog, buf)[0], "PTX fetch")
-            ptx = buf.rstrip(b"\0")  # ptxas rejects the trailing NUL
+            ptx = bytes(buf).rstrip(b"\0")  # ptxas rejects the trailing NUL
         if not target.startswith("sm_"):
             return ptx
         err, size = nvrtc.nvrtcGetCUBINSize(prog)
         _check(err, "cubin size")
-        buf = b" " * size
+        buf = bytearray(size)
         _check(nvrtc.nvrtcGetCUBIN(prog, buf)[0], "cubin fetch")
-        return (buf, ptx) if with_ptx else buf
+        return (bytes(buf), ptx) if with_ptx else bytes(buf)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 

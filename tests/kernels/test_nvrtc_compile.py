@@ -87,3 +87,18 @@ def test_one_sm_compile_gives_the_compute_ptx_too(tmp_path, monkeypatch):
     assert compile_device(SOURCE, "compute_90") == ptx       # and the cached one
     with pytest.raises(CompileError, match="expected sm_XY"):
         compile_device_with_ptx(SOURCE, "compute_90")
+
+
+def test_an_empty_compile_log_leaves_python_constants_alone():
+    """NVRTC writes its log into the buffer it is given; an empty log is one NUL byte, and a 1-byte
+    bytes object is CPython's shared b" ": writing there turned every later printed space into NUL."""
+    import subprocess
+    import sys
+    code = ("import os\n"
+            "os.environ['AOTC_NO_CACHE'] = '1'\n"
+            "from aotc.kernels.nvrtc_compile import compile_device, compile_device_with_ptx\n"
+            "src = 'extern \"C\" __global__ void k(float *x) { x[threadIdx.x] = 1.0f; }'\n"
+            "compile_device(src, 'sm_90'); compile_device_with_ptx(src, 'sm_80')\n"
+            "print('a', 'b')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stdout
+    assert out == b"a b\n"
