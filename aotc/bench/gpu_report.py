@@ -6,8 +6,9 @@ aotc.bench.measure.max_errors's: a relative error is NaN-proof (a non-finite
 value on either side is an infinite error), so `err <= tol` is the only
 comparison ever made. `Rows.guard` turns an exception inside one model into
 an error row and lets the script go on. Each script writes its rows with
-`--json` (after every row, so a check stopped by its time limit keeps them); `python -m aotc.bench.gpu_report OUT.json PART.json...` merges the
-parts into one file and prints one table (bench/gpu_all.sh).
+`--json` (after every row, so a check stopped by its time limit keeps them);
+`python -m aotc.bench.gpu_report OUT.json PART.json...` merges the parts into
+one file and prints one table (bench/gpu_all.sh).
 """
 from __future__ import annotations
 
