@@ -1,6 +1,13 @@
-"""Builds the aotc C runtime as a plain shared library, aotc/package/_aotc_runtime.so.
+"""Builds the aotc C runtime as a plain shared library, aotc/package/_aotc_runtime.so, and maps cli/ to aotc.cli.
 
-Package metadata lives in pyproject.toml; this file only adds the runtime.
+Package metadata lives in pyproject.toml; this file adds what a static table
+cannot say: the runtime extension, and the package list. The repository keeps
+the command line in a top-level `cli/` folder, but it installs as `aotc.cli`
+(package_dir), so nothing named `cli` lands at the top of site-packages.
+Packages are found, not listed, so a new subpackage of aotc ships without an
+edit here; the kernel templates and the runtime's C sources ship as package
+data (pyproject.toml), because the compiler reads them at run time.
+
 It is an ordinary C shared library (C99, libc + dlopen + pthreads), not a
 Python extension module: the Python side loads it with ctypes
 (aotc/package/runtime_binding.py), so it has no Python C API dependency and
@@ -9,7 +16,7 @@ is the very library a C serving process links against.
 import os
 import sysconfig
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 RUNTIME = "aotc/package/runtime"
@@ -40,4 +47,7 @@ runtime = Extension(
     libraries=["dl", "pthread"],
 )
 
-setup(ext_modules=[runtime] if os.name == "posix" else [], cmdclass={"build_ext": build_runtime})
+PACKAGES = find_packages(include=["aotc", "aotc.*"]) + ["aotc.cli"]
+
+setup(packages=PACKAGES, package_dir={"aotc.cli": "cli"},
+      ext_modules=[runtime] if os.name == "posix" else [], cmdclass={"build_ext": build_runtime})

@@ -5,7 +5,7 @@ import onnx
 import pytest
 from click.testing import CliRunner
 
-from cli.main import main
+from aotc.cli.main import main
 from tests.e2e.models import mlp
 
 pytest.importorskip("onnxruntime")

@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from aotc.importers.onnx_ops import CONVERTERS
 from aotc.importers.onnx_support import FUNCTION_OPS, RESTRICTIONS, render_markdown, support_table
-from cli.main import main
+from aotc.cli.main import main
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "onnx_ops.md"
 

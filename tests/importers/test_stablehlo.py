@@ -285,7 +285,7 @@ def test_dynamic_shapes_and_garbage_are_rejected():
 
 def test_cli_compiles_mlir(tmp_path):
     from click.testing import CliRunner
-    from cli.main import main
+    from aotc.cli.main import main
     rng = fresh_rng()[0]
     args = mlp_args(rng)
     path = tmp_path / "prog.mlir"
