@@ -81,7 +81,7 @@ STABLEHLO_SUFFIXES = (".mlir", ".mlirbc", ".jaxexport", ".exported")
 
 
 def _is_stablehlo(data: bytes) -> bool:
-    from aotc.importers.stablehlo_mlir import looks_like_stablehlo
+    from aotc.importers.stablehlo.mlir import looks_like_stablehlo
     return looks_like_stablehlo(data)
 
 
