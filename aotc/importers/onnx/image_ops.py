@@ -35,7 +35,8 @@ import itertools
 
 import numpy as np
 
-from aotc.importers.onnx.ops import Ex, convert, register, reshape, scalar
+from aotc.importers.expr import Ex
+from aotc.importers.onnx.ops import convert, register, reshape, scalar
 from aotc.ir import dtypes
 from aotc.ir.graph import Value
 
@@ -154,7 +155,7 @@ def _axis_taps(ctx, v: Ex, d: int, mode: str, padding: str, align: bool):
         elif padding == "reflection":
             i = _reflect(i, lo, hi).max(0.0)   # the reference truncates the mirrored index
         i = i.where(i.cmp("EQ", i.v), 0.0)   # a NaN grid value must not become a wild gather index
-        i = Ex(ctx, ctx.add("clamp", i._val(0.0), i.v, i._val(d - 1.0)))
+        i = Ex(ctx, ctx.add("clamp", i.lift(0.0), i.v, i.lift(d - 1.0)))
         taps.append((convert(ctx, i.un("floor").v, dtypes.i64), w, valid))
     return taps
 
@@ -361,7 +362,7 @@ def _deform_axis_taps(ctx, p: Ex, size: int):
     for i, w in ((low, 1.0 - frac), (low + 1.0, frac)):
         valid = ctx.add("and", i.cmp("GE", 0.0), i.cmp("LE", size - 1.0))
         safe = i.where(i.cmp("EQ", i.v), 0.0)   # a NaN offset must not become a wild gather index
-        safe = Ex(ctx, ctx.add("clamp", safe._val(0.0), safe.v, safe._val(size - 1.0)))
+        safe = Ex(ctx, ctx.add("clamp", safe.lift(0.0), safe.v, safe.lift(size - 1.0)))
         taps.append((Ex(ctx, convert(ctx, safe.v, dtypes.i64)), w.where(valid, 0.0)))
     return taps
 

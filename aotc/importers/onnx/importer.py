@@ -3,7 +3,7 @@
 The flow is load -> onnx.checker -> strict shape inference -> static input
 shapes (`input_shapes` fixes symbolic dims) -> a pre-scan that reports every
 unsupported node, attribute value and dtype in ONE UnsupportedError -> node
-by node conversion through the converter table (onnx_ops.py, onnx_nn_ops.py).
+by node conversion through the converter table (ops.py, nn_ops.py, ...).
 
 aotc's shapes are static, so the tensors ONNX uses to carry shapes
 (Reshape's shape, Slice's starts, Unsqueeze's axes, ...) are evaluated at
@@ -12,7 +12,7 @@ sub-graph through the reference interpreter when all its leaves are
 constants. The shape nodes stay in the graph; constant folding and DCE
 remove them.
 
-To support a new op, add a converter to the table (see onnx_ops.py).
+To support a new op, add a converter to the table (see ops.py).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """ONNX converters for indexing ops: GatherND, ScatterElements/ScatterND, TopK, CumSum, Compress, ...
 
-Same conventions as onnx_ops.py. aotc has no scatter or sort primitive; these
+Same conventions as ops.py. aotc has no scatter or sort primitive; these
 ops are decompositions onto compare / select / reduce / gather, whose
 reductions fuse the comparison grid into the reduce kernel's loads (nothing
 of size N x M is materialized):
@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from aotc.importers.onnx.ops import Ex, broadcast_to, convert, norm_axis, register, reshape, scalar
+from aotc.importers.expr import Ex
+from aotc.importers.onnx.ops import broadcast_to, convert, norm_axis, register, reshape, scalar
 from aotc.importers.onnx.shape_ops import _gather_elements
 from aotc.ir import dtypes
 from aotc.ir.graph import Value

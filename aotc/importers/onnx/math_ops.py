@@ -1,6 +1,6 @@
 """ONNX converters for the remaining math ops: trigonometry, bit shifts, Shrink, windows, EyeLike, quantization, Det.
 
-Same conventions as onnx_ops.py. QuantizeLinear / DequantizeLinear are float
+Same conventions as ops.py. QuantizeLinear / DequantizeLinear are float
 math on the IR's integer types (u8, i8, i32): y = saturate(round(x / scale) +
 zero_point) and x = (q - zero_point) * scale, with per-tensor, per-axis or
 blocked scales broadcast explicitly. The window functions and EyeLike are
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from aotc.importers.onnx.ops import Ex, broadcast_to, convert, norm_axis, register, reshape, scalar
+from aotc.importers.expr import Ex
+from aotc.importers.onnx.ops import broadcast_to, convert, norm_axis, register, reshape, scalar
 from aotc.ir import dtypes
 from aotc.ir.graph import Value
 

@@ -1,6 +1,6 @@
 """More ONNX neural-network converters: GroupNormalization, LRN, MVN, LpPool, Einsum, Upsample, integer matmul.
 
-Same conventions as onnx_ops.py, decompositions onto primitives:
+Same conventions as ops.py, decompositions onto primitives:
 GroupNormalization normalizes an (N, G, C/G * spatial) view; LRN is a
 channel-window sum of squares (reduce_window); LpPool a window sum of |x|^p;
 Einsum removes repeated labels (diagonals), sums labels used by one operand
@@ -15,9 +15,10 @@ import string
 
 import numpy as np
 
+from aotc.importers.expr import Ex
 from aotc.importers.onnx.nn_ops import _conv, _matmul, _moments, _window
+from aotc.importers.onnx.ops import broadcast_to, convert, norm_axis, register, reshape, scalar
 from aotc.importers.onnx.resize import _resize
-from aotc.importers.onnx.ops import Ex, broadcast_to, convert, norm_axis, register, reshape, scalar
 from aotc.ir import dtypes
 from aotc.ir.graph import Value
 

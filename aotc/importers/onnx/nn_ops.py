@@ -1,6 +1,6 @@
 """ONNX converters for the neural-network ops: matmul, conv, pooling, norms, softmax, reductions.
 
-Same conventions as onnx_ops.py (which holds the table and the helpers).
+Same conventions as ops.py (which holds the table and the helpers).
 Composite ops are decompositions onto primitives: Softmax is max/sub/exp/sum/
 div, LayerNormalization is two reductions and elementwise ops, BatchNormalization
 with constant statistics folds into one multiply-add, AveragePool is a window
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from aotc.importers.onnx.ops import CHECKS, Ex, broadcast_to, convert, norm_axis, register, reshape, reverse, scalar
+from aotc.importers.expr import Ex
+from aotc.importers.onnx.ops import CHECKS, broadcast_to, convert, norm_axis, register, reshape, reverse, scalar
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Value
 

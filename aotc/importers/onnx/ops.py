@@ -3,16 +3,19 @@
 A converter is `fn(ctx, ins, at) -> Value | list[Value]`: `ins` are the node's
 input Values (None for an omitted optional input), `at` its attributes as
 Python values (int, float, str, lists, numpy arrays for tensors), `ctx` the
-importer's context (aotc/importers/onnx.py: `ctx.add`, `ctx.const`,
+importer's context (importer.py: `ctx.add`, `ctx.const`,
 `ctx.static`, `ctx.opset`, `ctx.fail`). Opset differences live inside the
 function, keyed on `ctx.opset` (e.g. attributes that became inputs), so the
 behaviour chosen is always that of the newest version <= the model's opset.
-`register(..., check=fn)` adds a pre-scan check returning a reason string for
+`register` is this importer's ConverterTable's decorator (aotc/importers/registry.py,
+shared with the StableHLO importer); `register(..., check=fn)` adds a pre-scan check returning a reason string for
 attribute values or dtypes that aotc cannot convert, so the importer reports
 every problem at once before converting anything.
 
+Decompositions use `Ex` (aotc/importers/expr.py), the importers' expression helper.
+
 This file holds the table, the helpers and the elementwise/activation ops;
-onnx_shape_ops.py holds constants and shape/data-movement ops, onnx_nn_ops.py
+shape_ops.py holds constants and shape/data-movement ops, nn_ops.py
 matmul, conv, pooling, normalization, reductions and resize.
 Add an op: write a converter, decorate it with @register("OpType"), and add a
 one-node case to tests/importers/onnx/test_importer.py.
@@ -24,23 +27,17 @@ from typing import Callable
 
 import numpy as np
 
+from aotc.importers.expr import Ex
+from aotc.importers.registry import ConverterTable
 from aotc.ir import dtypes
 from aotc.ir.dtypes import DType
 from aotc.ir.graph import Value
 from aotc.ir.ops import bitcast_problem
 
-CONVERTERS: dict[str, Callable] = {}
-CHECKS: dict[str, Callable] = {}
-
-
-def register(*names: str, check: Callable | None = None):
-    def deco(fn):
-        for n in names:
-            CONVERTERS[n] = fn
-            if check is not None:
-                CHECKS[n] = check
-        return fn
-    return deco
+TABLE = ConverterTable()
+CONVERTERS: dict[str, Callable] = TABLE.converters
+CHECKS: dict[str, Callable] = TABLE.checks
+register = TABLE.register
 
 
 # ------------------------------------------------------------------ helpers
@@ -86,43 +83,6 @@ def convert(ctx, v: Value, dtype: DType) -> Value:
 def reverse(ctx, v: Value, axis: int) -> Value:
     idx = ctx.const(np.arange(v.shape[axis] - 1, -1, -1, dtype=np.int64))
     return ctx.add("gather", v, idx, axis=axis)
-
-
-class Ex:
-    """A Value with arithmetic operators that emit IR nodes; Python scalars broadcast."""
-
-    def __init__(self, ctx, v: Value):
-        self.ctx, self.v = ctx, v
-
-    def _val(self, o) -> Value:
-        if isinstance(o, Ex):
-            return o.v
-        if isinstance(o, Value):
-            return o
-        return scalar(self.ctx, o, self.v.dtype, self.v.shape)
-
-    def _bin(self, op, o, rev=False):
-        a, b = self.v, self._val(o)
-        return Ex(self.ctx, self.ctx.add(op, *((b, a) if rev else (a, b))))
-
-    def __add__(self, o): return self._bin("add", o)
-    def __radd__(self, o): return self._bin("add", o, True)
-    def __sub__(self, o): return self._bin("sub", o)
-    def __rsub__(self, o): return self._bin("sub", o, True)
-    def __mul__(self, o): return self._bin("mul", o)
-    def __rmul__(self, o): return self._bin("mul", o, True)
-    def __truediv__(self, o): return self._bin("div", o)
-    def __rtruediv__(self, o): return self._bin("div", o, True)
-    def __neg__(self): return self.un("neg")
-
-    def max(self, o): return self._bin("max", o)
-    def min(self, o): return self._bin("min", o)
-    def un(self, op: str) -> "Ex": return Ex(self.ctx, self.ctx.add(op, self.v))
-    def cmp(self, direction: str, o) -> Value: return self.ctx.add("compare", self.v, self._val(o), direction=direction)
-
-    def where(self, pred: Value, other) -> "Ex":
-        """`self` where pred, else `other`."""
-        return Ex(self.ctx, self.ctx.add("select", pred, self.v, self._val(other)))
 
 
 # ------------------------------------------------------------------ elementwise
@@ -238,7 +198,7 @@ def _smooth(ctx, ins, at):
         return (x * _softplus(x).un("tanh")).v
     if op in ("HardSigmoid", "HardSwish"):
         alpha, beta = (at.get("alpha", 0.2), at.get("beta", 0.5)) if op == "HardSigmoid" else (1 / 6, 0.5)
-        y = Ex(ctx, ctx.add("clamp", x._val(0.0), (x * alpha + beta).v, x._val(1.0)))
+        y = Ex(ctx, ctx.add("clamp", x.lift(0.0), (x * alpha + beta).v, x.lift(1.0)))
         return (y if op == "HardSigmoid" else x * y).v
     if at.get("approximate", "none") == "tanh":
         inner = (x + x * x * x * 0.044715) * math.sqrt(2 / math.pi)

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from aotc.importers.onnx.ops import Ex, norm_axis, register
+from aotc.importers.expr import Ex
+from aotc.importers.onnx.ops import norm_axis, register
 
 _COORD = {
     "half_pixel": lambda o, s, n, m: (o + 0.5) / s - 0.5,
@@ -188,7 +189,7 @@ def _resize(ctx, ins, at):
             out = (src < 0) | (src > n - 1)
             if out.any():
                 mask = ctx.add("broadcast_in_dim", ctx.const(out), shape=y.v.shape, broadcast_dimensions=(a,))
-                fill = y._val(float(at.get("extrapolation_value", 0.0)))
+                fill = y.lift(float(at.get("extrapolation_value", 0.0)))
                 y = Ex(ctx, ctx.add("select", mask, fill, y.v))
         x = y.v
     return x

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from aotc.importers.onnx.ops import Ex, _softplus, register, reshape, scalar
+from aotc.importers.expr import Ex
+from aotc.importers.onnx.ops import _softplus, register, reshape, scalar
 from aotc.ir.graph import Value
 
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}

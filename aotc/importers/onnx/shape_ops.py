@@ -1,6 +1,6 @@
 """ONNX converters for constants and shape / data-movement ops (Reshape, Slice, Gather, Pad, ...).
 
-Same conventions as onnx_ops.py, which holds the table and the helpers. ONNX
+Same conventions as ops.py, which holds the table and the helpers. ONNX
 passes shapes, axes and pads as tensors; these converters read them with
 `ctx.static(...)`, since aotc shapes are static.
 """
@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from aotc.importers.onnx.ops import Ex, broadcast_to, convert, norm_axis, register, reshape, reverse, scalar
+from aotc.importers.expr import Ex
+from aotc.importers.onnx.ops import broadcast_to, convert, norm_axis, register, reshape, reverse, scalar
 from aotc.ir import dtypes
 from aotc.ir.graph import Value
 

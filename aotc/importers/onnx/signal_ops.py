@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from aotc.importers.onnx.ops import Ex, register
+from aotc.importers.expr import Ex
+from aotc.importers.onnx.ops import register
 from aotc.ir.graph import Value
 
 MAX_MATRIX = 1 << 24    # elements of one DFT matrix (64 MB in f32)

@@ -3,7 +3,7 @@
 One row per default-domain op type with a converter: the opset range aotc
 accepts and the restrictions a user must know (constant shape inputs, modes
 not implemented, float-only ops). The converter table itself
-(onnx_ops.CONVERTERS) decides what exists; this module only adds the notes,
+(ops.CONVERTERS) decides what exists; this module only adds the notes,
 so the list can never claim an op without a converter. Regenerate the docs
 page with `python -m aotc.importers.onnx.support > docs/onnx_ops.md`.
 """
@@ -89,7 +89,7 @@ RESTRICTIONS: dict[str, str] = {
 
 
 # Ops without a converter that import by expanding their ONNX function body
-# (aotc/importers/onnx_functions.py); listed only where the node suite passes.
+# (aotc/importers/onnx/functions.py); listed only where the node suite passes.
 _FN = "imported by expanding its ONNX function body"
 FUNCTION_OPS: dict[str, str] = {
     "NegativeLogLikelihoodLoss": _FN,

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from aotc.importers.onnx.ops import Ex, broadcast_to, convert, register, reshape, scalar
+from aotc.importers.expr import Ex
+from aotc.importers.onnx.ops import broadcast_to, convert, register, reshape, scalar
 from aotc.ir import dtypes
 from aotc.ir.graph import Value
 

@@ -19,9 +19,10 @@ import math
 
 import numpy as np
 
+from aotc.importers.expr import Ex
 from aotc.importers.stablehlo import mlir as M
 from aotc.importers.stablehlo.importer import register
-from aotc.importers.stablehlo.ops import E, bcast, full
+from aotc.importers.stablehlo.ops import bcast, full
 from aotc.ir import dtypes
 
 
@@ -87,21 +88,21 @@ def _float_only(op):
     return None if dt.is_float else f"{dt} operands are not supported (float only)"
 
 
-def _sign_bit(cx, v: E):
+def _sign_bit(cx, v: Ex):
     """v < 0, counting -0 (1 / -0 = -inf)."""
     return cx.add("or", v.cmp("LT", 0.0), cx.add("and", v.cmp("EQ", 0.0), (1 / v).cmp("LT", 0.0)))
 
 
 @register("stablehlo.atan2", check=_float_only)
 def _atan2(cx, ins):
-    y, x = E(cx, ins[0]), E(cx, ins[1])
+    y, x = Ex(cx, ins[0]), Ex(cx, ins[1])
     ay, ax = y.abs(), x.abs()
     inf = float("inf")
     both_zero = cx.add("and", ay.cmp("EQ", 0.0), ax.cmp("EQ", 0.0))
     both_inf = cx.add("and", ay.cmp("EQ", inf), ax.cmp("EQ", inf))
-    t = E(cx, cx.add("select", both_zero, full(cx, 0.0, y.v), (ay / ax).atan().v))
-    t = E(cx, cx.add("select", both_inf, full(cx, math.pi / 4, y.v), t.v))
-    r = E(cx, cx.add("select", _sign_bit(cx, x), (math.pi - t).v, t.v))
+    t = Ex(cx, cx.add("select", both_zero, full(cx, 0.0, y.v), (ay / ax).atan().v))
+    t = Ex(cx, cx.add("select", both_inf, full(cx, math.pi / 4, y.v), t.v))
+    r = Ex(cx, cx.add("select", _sign_bit(cx, x), (math.pi - t).v, t.v))
     return cx.add("select", _sign_bit(cx, y), (-1 * r).v, r.v)
 
 
@@ -133,9 +134,9 @@ def _per_feature(cx, x, f):
     """(broadcast of a (C,) vector to x's shape, sum over the non-feature dims, count per feature)."""
     others = tuple(d for d in range(x.type.rank) if d != f)
     n = int(np.prod([x.shape[d] for d in others]))
-    return (lambda v: E(cx, bcast(cx, v.v if isinstance(v, E) else v, x.shape, (f,))),
-            lambda v: E(cx, cx.add("reduce", v.v if isinstance(v, E) else v, axes=others, kind="sum")
-                        if others else (v.v if isinstance(v, E) else v)), n)
+    return (lambda v: Ex(cx, bcast(cx, v.v if isinstance(v, Ex) else v, x.shape, (f,))),
+            lambda v: Ex(cx, cx.add("reduce", v.v if isinstance(v, Ex) else v, axes=others, kind="sum")
+                        if others else (v.v if isinstance(v, Ex) else v)), n)
 
 
 @register("stablehlo.batch_norm_inference", check=_float_only)
@@ -143,7 +144,7 @@ def _batch_norm_inference(cx, ins):
     x, scale, offset, mean, var = ins
     f, eps = _bn(cx)
     b, _, _ = _per_feature(cx, x, f)
-    return ((E(cx, x) - b(mean)) / (b(var) + eps).sqrt() * b(scale) + b(offset)).v
+    return ((Ex(cx, x) - b(mean)) / (b(var) + eps).sqrt() * b(scale) + b(offset)).v
 
 
 @register("stablehlo.batch_norm_training", check=_float_only)
@@ -152,7 +153,7 @@ def _batch_norm_training(cx, ins):
     f, eps = _bn(cx)
     b, total, n = _per_feature(cx, x, f)
     mean = total(x) / n
-    centered = E(cx, x) - b(mean)
+    centered = Ex(cx, x) - b(mean)
     var = total(centered * centered) / n
     y = centered / (b(var) + eps).sqrt() * b(scale) + b(offset)
     return [y.v, mean.v, var.v]
@@ -163,10 +164,10 @@ def _batch_norm_grad(cx, ins):
     x, scale, mean, var, dy = ins
     f, eps = _bn(cx)
     b, total, n = _per_feature(cx, x, f)
-    centered = E(cx, x) - b(mean)
+    centered = Ex(cx, x) - b(mean)
     var_eps = b(var) + eps
     stddev = var_eps.sqrt()
-    g = E(cx, dy)
+    g = Ex(cx, dy)
     i5 = b(total(g * centered)) * centered / var_eps
     grad_x = b(scale) / stddev / n * (g * n - b(total(g)) - i5)
     return [grad_x.v, total(g * (centered / stddev)).v, total(g).v]

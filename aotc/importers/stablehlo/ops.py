@@ -5,12 +5,14 @@ exponential_minus_one and log_plus_one use Kahan's tricks (exact near zero),
 chlo.erfc is 1 - erf, sinh/cosh/asinh/acosh/atanh go through exp/log, pad with
 interior or negative padding becomes reshape/pad/slice, reverse is a gather
 with constant indices. Helpers shared with the other converter modules are
-here too (broadcast, interior padding, the elementwise builder `E`).
+here too (broadcast, interior padding); decompositions use the importers' `Ex`
+(aotc/importers/expr.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from aotc.importers.expr import Ex
 from aotc.importers.stablehlo import mlir as M
 from aotc.importers.stablehlo.importer import register
 from aotc.ir import dtypes
@@ -94,39 +96,6 @@ def reverse(cx, v: Value, dims) -> Value:
     return v
 
 
-class E:
-    """Tiny expression wrapper so decompositions read like math: E(cx, x).exp() - 1."""
-
-    def __init__(self, cx, v: Value):
-        self.cx, self.v = cx, v
-
-    def _o(self, other) -> Value:
-        return other.v if isinstance(other, E) else full(self.cx, other, self.v)
-
-    def _bin(self, op, other, rev=False):
-        a, b = (self._o(other), self.v) if rev else (self.v, self._o(other))
-        return E(self.cx, self.cx.add(op, a, b))
-
-    def __add__(self, o): return self._bin("add", o)
-    def __radd__(self, o): return self._bin("add", o, True)
-    def __sub__(self, o): return self._bin("sub", o)
-    def __rsub__(self, o): return self._bin("sub", o, True)
-    def __mul__(self, o): return self._bin("mul", o)
-    def __rmul__(self, o): return self._bin("mul", o, True)
-    def __truediv__(self, o): return self._bin("div", o)
-    def __rtruediv__(self, o): return self._bin("div", o, True)
-
-    def __getattr__(self, op):   # unary IR ops: .exp(), .log(), .sqrt(), ...
-        return lambda: E(self.cx, self.cx.add(op, self.v))
-
-    def cmp(self, direction, o) -> Value:
-        return self.cx.add("compare", self.v, self._o(o), direction=direction)
-
-    def where(self, pred: Value, other) -> "E":
-        """select(pred, self, other)."""
-        return E(self.cx, self.cx.add("select", pred, self.v, self._o(other)))
-
-
 # ----------------------------------------------------------------- elementwise
 
 _UNARY = {"negate": "neg", "abs": "abs", "sign": "sign", "sqrt": "sqrt", "rsqrt": "rsqrt",
@@ -159,13 +128,13 @@ def _float_only(op):
 
 @register("chlo.erfc", check=_float_only)
 def _erfc(cx, ins):
-    return (1 - E(cx, ins[0]).erf()).v
+    return (1 - Ex(cx, ins[0]).erf()).v
 
 
 @register("stablehlo.exponential_minus_one", check=_float_only)
 def _expm1(cx, ins):
     # Kahan: u = exp(x); expm1 = x if u == 1, else (u - 1) * x / log(u); u = inf stays inf
-    x = E(cx, ins[0])
+    x = Ex(cx, ins[0])
     u = x.exp()
     r = (u - 1) * x / u.log()
     return u.where(u.cmp("EQ", float("inf")), x.where(u.cmp("EQ", 1.0), r)).v
@@ -174,7 +143,7 @@ def _expm1(cx, ins):
 @register("stablehlo.log_plus_one", check=_float_only)
 def _log1p(cx, ins):
     # Kahan: u = 1 + x; log1p = x if u == 1, else log(u) * x / (u - 1)
-    x = E(cx, ins[0])
+    x = Ex(cx, ins[0])
     u = 1 + x
     r = u.log() * x / (u - 1)
     return u.where(u.cmp("EQ", float("inf")), x.where(u.cmp("EQ", 1.0), r)).v
@@ -182,62 +151,62 @@ def _log1p(cx, ins):
 
 @register("stablehlo.cbrt", check=_float_only)
 def _cbrt(cx, ins):
-    x = E(cx, ins[0])
-    return (x.sign() * E(cx, cx.add("pow", x.abs().v, full(cx, 1 / 3, x.v)))).v
+    x = Ex(cx, ins[0])
+    return (x.sign() * Ex(cx, cx.add("pow", x.abs().v, full(cx, 1 / 3, x.v)))).v
 
 
 @register("stablehlo.tan", "chlo.tan", check=_float_only)
 def _tan(cx, ins):
-    x = E(cx, ins[0])
+    x = Ex(cx, ins[0])
     return (x.sin() / x.cos()).v
 
 
 @register("chlo.sinh", check=_float_only)
 def _sinh(cx, ins):
-    x = E(cx, ins[0])
+    x = Ex(cx, ins[0])
     return ((x.exp() - (-1 * x).exp()) * 0.5).v
 
 
 @register("chlo.cosh", check=_float_only)
 def _cosh(cx, ins):
-    x = E(cx, ins[0])
+    x = Ex(cx, ins[0])
     return ((x.exp() + (-1 * x).exp()) * 0.5).v
 
 
 @register("chlo.asinh", check=_float_only)
 def _asinh(cx, ins):
-    x = E(cx, ins[0])
+    x = Ex(cx, ins[0])
     a = x.abs()
     return (x.sign() * (a + (a * a + 1).sqrt()).log()).v
 
 
 @register("chlo.acosh", check=_float_only)
 def _acosh(cx, ins):
-    x = E(cx, ins[0])
+    x = Ex(cx, ins[0])
     return (x + (x * x - 1).sqrt()).log().v
 
 
 @register("chlo.atanh", check=_float_only)
 def _atanh(cx, ins):
-    x = E(cx, ins[0])
+    x = Ex(cx, ins[0])
     return (((1 + x) / (1 - x)).log() * 0.5).v
 
 
 @register("stablehlo.round_nearest_afz", check=_float_only)
 def _round_afz(cx, ins):
-    x = E(cx, ins[0])
+    x = Ex(cx, ins[0])
     return (x.sign() * (x.abs() + 0.5).floor()).v
 
 
 @register("stablehlo.is_finite")
 def _is_finite(cx, ins):
-    x = E(cx, ins[0])
+    x = Ex(cx, ins[0])
     return (x - x).cmp("EQ", 0.0)
 
 
 @register("chlo.is_inf", "chlo.is_pos_inf", "chlo.is_neg_inf")
 def _is_inf(cx, ins):
-    x = E(cx, ins[0])
+    x = Ex(cx, ins[0])
     if cx.name == "chlo.is_pos_inf":
         return x.cmp("EQ", float("inf"))
     if cx.name == "chlo.is_neg_inf":
@@ -260,7 +229,7 @@ def total_order(cx, a, b, d: str):
     NaNs are taken as positive NaNs, the only kind jax's comparators leave after canonicalizing.
     """
     def lt(x, y):
-        xe, ye = E(cx, x), E(cx, y)
+        xe, ye = Ex(cx, x), Ex(cx, y)
         nan_x, nan_y = xe.cmp("NE", xe), ye.cmp("NE", ye)
         zeros = cx.add("and", xe.cmp("EQ", 0.0), ye.cmp("EQ", 0.0))
         neg_zero_first = cx.add("and", cx.add("and", zeros, (1 / xe).cmp("LT", 0.0)), (1 / ye).cmp("GT", 0.0))

@@ -2,7 +2,7 @@
 
 The IR has no scatter primitive; both ops become compare / select / reduce /
 gather / pad, in the way the ONNX importer lowers ScatterND
-(onnx_index_ops.py), with the index bookkeeping of StableHLO's general
+(aotc/importers/onnx/index_ops.py), with the index bookkeeping of StableHLO's general
 dimension numbers done at import time.
 
 scatter: the operand is viewed as (R, C): C covers the operand dims that

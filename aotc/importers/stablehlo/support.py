@@ -5,7 +5,7 @@ sections of openxla/stablehlo docs/spec.md: the 96 ops of the v1.0 opset
 plus collective_broadcast, composite, tan and the six dynamism ops specced
 since). A test checks each name against the `stablehlo` dialect registered
 in jaxlib's MLIR bindings, so a typo or a renamed op cannot hide. Whether an
-op is supported comes from the converter table itself (stablehlo.CONVERTERS);
+op is supported comes from the converter table itself (importer.CONVERTERS);
 this module adds the notes: restrictions of supported ops, one reason per
 missing op, and the status of the dialect's ops that the spec leaves out. Regenerate the page with
 `python -m aotc.importers.stablehlo.support > docs/stablehlo_ops.md`.

@@ -1,4 +1,4 @@
-"""If, Loop and Scan (aotc/importers/onnx_control_ops.py) resolved at import time.
+"""If, Loop and Scan (aotc/importers/onnx/control_ops.py) resolved at import time.
 
 If folds to the branch a constant condition selects; Scan and Loop unroll.
 Results are compared with onnxruntime through the importer + interpreter

@@ -1,4 +1,4 @@
-"""Col2Im, GridSample, RoiAlign, DeformConv (aotc/importers/onnx_image_ops.py) vs onnxruntime: importer +
+"""Col2Im, GridSample, RoiAlign, DeformConv (aotc/importers/onnx/image_ops.py) vs onnxruntime: importer +
 interpreter, engines.
 
 Random inputs per run (the seed is in every failure message). Grids reach

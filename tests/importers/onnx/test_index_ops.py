@@ -1,4 +1,4 @@
-"""TensorScatter (aotc/importers/onnx_index_ops.py) vs onnxruntime through the importer and the interpreter.
+"""TensorScatter (aotc/importers/onnx/index_ops.py) vs onnxruntime through the importer and the interpreter.
 
 Random caches, updates and write positions per run (the seed is in every
 failure message); circular mode gets positions that wrap. The other ops of

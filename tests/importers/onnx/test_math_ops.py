@@ -1,9 +1,9 @@
-"""Det (aotc/importers/onnx_math_ops.py) vs onnxruntime through the importer and the interpreter.
+"""Det (aotc/importers/onnx/math_ops.py) vs onnxruntime through the importer and the interpreter.
 
 Random matrices per run (the seed is in every failure message), plus the
 matrices that need pivoting: a zero leading entry, a permutation, a singular
 matrix, a tiny leading pivot. The other ops of the module are covered by
-tests/importers/onnx/test_importer.py and test_onnx_more_ops.py.
+tests/importers/onnx/test_importer.py and test_more_ops.py.
 """
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Resize (aotc/importers/onnx_resize.py) with antialias=1 vs onnxruntime: importer + interpreter, and one engine.
+"""Resize (aotc/importers/onnx/resize.py) with antialias=1 vs onnxruntime: importer + interpreter, and one engine.
 
 Random inputs per run (the seed is in every failure message). Downscales are
 chosen so the stretched filter has few taps (gathers) and many taps (the

@@ -1,4 +1,4 @@
-"""RNN, GRU and LSTM (aotc/importers/onnx_rnn_ops.py) vs onnxruntime: importer + interpreter, and one engine.
+"""RNN, GRU and LSTM (aotc/importers/onnx/rnn_ops.py) vs onnxruntime: importer + interpreter, and one engine.
 
 Random weights and inputs per run (the seed is in every failure message).
 onnxruntime refuses layout=1, so those cases compare with its layout-0 run

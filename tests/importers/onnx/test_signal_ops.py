@@ -1,4 +1,4 @@
-"""DFT, STFT and MelWeightMatrix (aotc/importers/onnx_signal_ops.py) vs onnxruntime, and one engine.
+"""DFT, STFT and MelWeightMatrix (aotc/importers/onnx/signal_ops.py) vs onnxruntime, and one engine.
 
 Importer + interpreter in float32 on fresh random signals (the seed is in
 every failure message); the node suite covers the ONNX-generated cases end

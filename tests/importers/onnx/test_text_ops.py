@@ -1,4 +1,4 @@
-"""TfIdfVectorizer (aotc/importers/onnx_text_ops.py) vs the ONNX reference evaluator, and one engine.
+"""TfIdfVectorizer (aotc/importers/onnx/text_ops.py) vs the ONNX reference evaluator, and one engine.
 
 Fresh random token rows from a small vocabulary with pooled n-grams planted
 at random skips (the seed is in every failure message), so every gram size

@@ -1,7 +1,7 @@
 """StableHLO importer: the three input forms, names, errors, and whole JAX models run as engines.
 
 Helpers here (`forms`, `check`, `run_engine`) are shared by the other
-test_stablehlo_*.py files. JAX programs are built in the tests; jax on the
+the other test_*.py files here. JAX programs are built in the tests; jax on the
 CPU is the oracle. Importer-level checks run the graph through the reference
 interpreter; the model tests compile engines and run them on the `cpu` device.
 """
