@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aotc.compiler  # noqa: E402
 from aotc.package.runtime_binding import Engine  # noqa: E402
-from tests.e2e.models import MODELS  # noqa: E402
+from aotc.bench.models.small import MODELS  # noqa: E402
 
 
 def rel(a, b):
@@ -81,10 +81,10 @@ if __name__ == "__main__":
     if args.models in ("small", "all"):
         chosen.update(MODELS)
     if args.models in ("real", "all"):
-        from tests.e2e.real_models import REAL_MODELS
+        from aotc.bench.models.real import REAL_MODELS
         chosen.update(REAL_MODELS)
     if args.models in ("zoo", "all"):
-        from tests.e2e.zoo_models import ZOO_MODELS
+        from aotc.bench.models.zoo import ZOO_MODELS
 
         def fixed(build):           # zoo builders return a feed maker; static shapes only
             model, make_feeds = build()

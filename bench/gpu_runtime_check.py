@@ -33,10 +33,10 @@ from aotc.package import runtime_binding as rb  # noqa: E402
 
 
 def builders():
-    from tests.e2e.models import MODELS
+    from aotc.bench.models.small import MODELS
     out = dict(MODELS)
     try:
-        from tests.e2e.real_models import REAL_MODELS
+        from aotc.bench.models.real import REAL_MODELS
         out.update(REAL_MODELS)
     except ImportError:
         pass

@@ -57,7 +57,7 @@ def _matmul(seed=0, m=4, k=1024, n=64):
 def _models(names, small: bool):
     if small:
         return {"matmul": _matmul}
-    from tests.e2e.real_models import REAL_MODELS
+    from aotc.bench.models.real import REAL_MODELS
     return {n: REAL_MODELS[n] for n in names}
 
 

@@ -76,7 +76,7 @@ def main() -> int:
         engines = {"empty-ish": empty_engine(tmp)}
         try:
             import aotc.compiler
-            from tests.e2e.models import MODELS
+            from aotc.bench.models.small import MODELS
             for name, build in MODELS.items():
                 model, _ = build()
                 engines[name] = tmp / f"{name}.engine"

@@ -1,7 +1,7 @@
 """The project's benchmark suite: the e2e models through `aotc bench`, one table.
 
-Models: tests/e2e/models.py (mlp, cnn, transformer_block, resnet_bottleneck,
-bert_encoder: small) and tests/e2e/real_models.py (ResNet-50, MobileNetV2,
+Models: aotc/bench/models/small.py (mlp, cnn, transformer_block, resnet_bottleneck,
+bert_encoder: small) and aotc/bench/models/real.py (ResNet-50, MobileNetV2,
 BERT-base, GPT-2 small, ViT-B/16: full size), random weights, no downloads.
 Each case (model, batch, precision) is built by its builder at that batch
 (so masks and token ids stay valid) and benchmarked by aotc.bench.run_bench
@@ -33,9 +33,9 @@ REAL = ("resnet50", "mobilenetv2", "bert_base", "gpt2_small", "vit_b16")
 
 
 def builders() -> dict:
-    from tests.e2e import models, real_models
-    out = {name: getattr(models, name) for name in SMALL}
-    out.update(real_models.REAL_MODELS)
+    from aotc.bench.models import real, small
+    out = {name: getattr(small, name) for name in SMALL}
+    out.update(real.REAL_MODELS)
     return out
 
 

@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from aotc.cli.main import main
-from tests.e2e.models import mlp
+from aotc.bench.models.small import mlp
 
 pytest.importorskip("onnxruntime")
 

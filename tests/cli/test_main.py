@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper
 
 from aotc.cli.main import main
-from tests.e2e.models import mlp
+from aotc.bench.models.small import mlp
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import aotc.compiler
 from aotc.package.runtime_binding import Engine
-from tests.e2e.models import bert_encoder, resnet_bottleneck
+from aotc.bench.models.small import bert_encoder, resnet_bottleneck
 
 ort = pytest.importorskip("onnxruntime")
 

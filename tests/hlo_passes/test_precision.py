@@ -8,7 +8,7 @@ from aotc.importers.onnx import import_onnx
 from aotc.ir import dtypes
 from aotc.ir.graph import GraphBuilder
 from aotc.ir.interpreter import interpret
-from tests.e2e.models import transformer_block
+from aotc.bench.models.small import transformer_block
 from tests.helpers.rng import fresh_rng, random_array
 
 from ._graphs import assert_same_fresh, assert_unchanged, counts, snapshot

@@ -8,45 +8,13 @@ erf-based GELU, LayerNormalization, batch norm after conv).
 from __future__ import annotations
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
-
-class _Model:
-    def __init__(self, seed: int):
-        self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits = [], []
-        self._n = 0
-
-    def w(self, name, *shape, scale=None, positive=False):
-        if positive:
-            a = self.rng.uniform(0.5, 1.5, shape)
-        else:
-            scale = scale if scale is not None else 1.0 / np.sqrt(max(1, np.prod(shape[1:]) if len(shape) > 1 else 1))
-            a = self.rng.standard_normal(shape) * scale
-        self.inits.append(numpy_helper.from_array(a.astype(np.float32), name))
-        return name
-
-    def c(self, name, value, dtype=np.int64):
-        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype), name))
-        return name
-
-    def op(self, op_type, inputs, n_out=1, **attrs):
-        self._n += 1
-        outs = [f"{op_type.lower()}_{self._n}" + (f"_{i}" if n_out > 1 else "") for i in range(n_out)]
-        self.nodes.append(helper.make_node(op_type, inputs, outs, name=f"{op_type}_{self._n}", **attrs))
-        return outs[0] if n_out == 1 else outs
-
-    def build(self, name, inputs, outputs, opset):
-        graph = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-        model.ir_version = 9
-        onnx.checker.check_model(model)
-        return model
+from aotc.bench.models.builders import ModelBuilder, batch_norm
 
 
 def mlp(seed=0, batch=4, dims=(32, 64, 48, 10)):
-    m = _Model(seed)
+    m = ModelBuilder(seed)
     x = "x"
     h = x
     h = m.op("Gemm", [h, m.w("w0", dims[1], dims[0]), m.w("b0", dims[1])], transB=1)
@@ -61,19 +29,13 @@ def mlp(seed=0, batch=4, dims=(32, 64, 48, 10)):
     return model, {"x": m.rng.standard_normal((batch, dims[0])).astype(np.float32)}
 
 
-def _bn(m, x, c, tag):
-    return m.op("BatchNormalization", [x, m.w(f"{tag}_s", c, positive=True), m.w(f"{tag}_b", c, scale=0.1),
-                                       m.w(f"{tag}_m", c, scale=0.1), m.w(f"{tag}_v", c, positive=True)],
-                epsilon=1e-5)
-
-
 def cnn(seed=0, batch=2, size=16):
-    m = _Model(seed)
+    m = ModelBuilder(seed)
     h = m.op("Conv", ["image", m.w("c1", 8, 3, 3, 3), m.w("c1b", 8)], pads=[1, 1, 1, 1])
-    h = m.op("Relu", [_bn(m, h, 8, "bn1")])
+    h = m.op("Relu", [batch_norm(m, h, 8, "bn1")])
     h = m.op("MaxPool", [h], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     h = m.op("Conv", [h, m.w("c2", 16, 4, 3, 3)], strides=[2, 2], pads=[1, 1, 1, 1], group=2)
-    h = m.op("Relu", [_bn(m, h, 16, "bn2")])
+    h = m.op("Relu", [batch_norm(m, h, 16, "bn2")])
     r = m.op("Conv", [h, m.w("c3", 16, 1, 3, 3)], pads=[1, 1, 1, 1], group=16)     # depthwise
     h = m.op("Add", [h, m.op("Clip", [r, m.c("lo", 0.0, np.float32), m.c("hi", 6.0, np.float32)])])
     h = m.op("AveragePool", [h], kernel_shape=[2, 2], strides=[1, 1], pads=[0, 0, 1, 1], count_include_pad=0)
@@ -88,7 +50,7 @@ def cnn(seed=0, batch=2, size=16):
 
 def transformer_block(seed=0, batch=2, seq=16, d=32, heads=4, ffn=64):
     """One post-LN encoder block as PyTorch exports it (Shape/Gather/Concat before Reshape)."""
-    m = _Model(seed)
+    m = ModelBuilder(seed)
     dh = d // heads
     x = "x"
 
@@ -133,11 +95,11 @@ MODELS = {"mlp": mlp, "cnn": cnn, "transformer_block": transformer_block}
 def resnet_bottleneck(seed=0, batch=1, size=32, base=8, blocks=(3, 4, 6, 3), classes=10):
     """ResNet-50's layout (stem 7x7/2 + maxpool, bottleneck stages 3-4-6-3, 1x1 projection shortcuts,
     global pool, Flatten, Gemm) at a small width and image size: 53 conv + batch-norm pairs."""
-    m = _Model(seed)
+    m = ModelBuilder(seed)
 
     def conv_bn(x, cin, cout, k, stride, relu, tag):
         h = m.op("Conv", [x, m.w(f"{tag}w", cout, cin, k, k)], pads=[k // 2] * 4, strides=[stride] * 2)
-        h = _bn(m, h, cout, tag)
+        h = batch_norm(m, h, cout, tag)
         return m.op("Relu", [h]) if relu else h
 
     h = conv_bn("image", 3, base, 7, 2, True, "stem")
@@ -166,7 +128,7 @@ def bert_encoder(seed=0, batch=2, seq=16, layers=2, d=32, heads=4, ffn=64, vocab
     """BERT's layout as exported: token/position/type embeddings (Gather), LayerNorm, an additive mask
     computed from a 0/1 input (Unsqueeze/Cast/Sub/Mul), post-LN blocks whose head split/merge go
     through Shape/Gather/Unsqueeze/Concat -> Reshape chains, erf GELU, and a tanh pooler on token 0."""
-    m = _Model(seed)
+    m = ModelBuilder(seed)
     dh = d // heads
 
     def linear(h, din, dout, tag):

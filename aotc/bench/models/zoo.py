@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.e2e.models import _bn, _Model
+from aotc.bench.models.builders import ModelBuilder, batch_norm
 
 F32 = TensorProto.FLOAT
 I64 = TensorProto.INT64
@@ -90,27 +90,27 @@ def _act(m, x, kind):
 
 def _mbconv(m, x, cin, cout, expand, k, stride, act, tag):
     c = cin * expand
-    h = _act(m, _bn(m, m.op("Conv", [x, m.w(f"{tag}_exp", c, cin, 1, 1)]), c, f"{tag}_bn0"), act)
+    h = _act(m, batch_norm(m, m.op("Conv", [x, m.w(f"{tag}_exp", c, cin, 1, 1)]), c, f"{tag}_bn0"), act)
     h = m.op("Conv", [h, m.w(f"{tag}_dw", c, 1, k, k)], group=c, kernel_shape=[k, k],
              strides=[stride, stride], pads=[k // 2] * 4)
-    h = _act(m, _bn(m, h, c, f"{tag}_bn1"), act)
+    h = _act(m, batch_norm(m, h, c, f"{tag}_bn1"), act)
     # squeeze-excite: GAP -> 1x1 reduce -> SiLU -> 1x1 expand -> Sigmoid -> broadcast Mul
     s = m.op("GlobalAveragePool", [h])
     s = _silu(m, m.op("Conv", [s, m.w(f"{tag}_se1", c // 4, c, 1, 1), m.w(f"{tag}_se1b", c // 4, scale=0.1)]))
     s = m.op("Sigmoid", [m.op("Conv", [s, m.w(f"{tag}_se2", c, c // 4, 1, 1), m.w(f"{tag}_se2b", c, scale=0.1)])])
     h = m.op("Mul", [h, s])
-    h = _bn(m, m.op("Conv", [h, m.w(f"{tag}_proj", cout, c, 1, 1)]), cout, f"{tag}_bn2")
+    h = batch_norm(m, m.op("Conv", [h, m.w(f"{tag}_proj", cout, c, 1, 1)]), cout, f"{tag}_bn2")
     return m.op("Add", [h, x]) if stride == 1 and cin == cout else h
 
 
 def efficientnet(seed=0, batch=2, size=32, opset=17, act="HardSwish"):
-    m = _Model(seed)
+    m = ModelBuilder(seed)
     h = m.op("Conv", ["image", m.w("stem", 8, 3, 3, 3)], strides=[2, 2], pads=[1, 1, 1, 1])
-    h = _silu(m, _bn(m, h, 8, "stem_bn"))                                  # (B, 8, 16, 16)
+    h = _silu(m, batch_norm(m, h, 8, "stem_bn"))                                  # (B, 8, 16, 16)
     h = _mbconv(m, h, 8, 16, 4, 5, 2, act, "b1")                            # depthwise 5x5 stride 2
     h = _mbconv(m, h, 16, 16, 4, 3, 1, "silu", "b2")                        # residual
     h = _mbconv(m, h, 16, 24, 2, 5, 2, act, "b3")
-    h = _silu(m, _bn(m, m.op("Conv", [h, m.w("head", 32, 24, 1, 1)]), 32, "head_bn"))
+    h = _silu(m, batch_norm(m, m.op("Conv", [h, m.w("head", 32, 24, 1, 1)]), 32, "head_bn"))
     h = m.op("Flatten", [m.op("GlobalAveragePool", [h])])
     out = m.op("Gemm", [h, m.w("fc", 10, 32), m.w("fcb", 10)], transB=1)
     model = m.build("efficientnet", [_info("image", [batch, 3, size, size])], [_info(out, [batch, 10])], opset)
@@ -121,11 +121,11 @@ def efficientnet(seed=0, batch=2, size=32, opset=17, act="HardSwish"):
 
 def _conv_bn_relu(m, x, cin, cout, tag):
     h = m.op("Conv", [x, m.w(f"{tag}_w", cout, cin, 3, 3)], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
-    return m.op("Relu", [_bn(m, h, cout, f"{tag}_bn")])
+    return m.op("Relu", [batch_norm(m, h, cout, f"{tag}_bn")])
 
 
 def unet(seed=0, batch=1, size=32, opset=18):
-    m = _Model(seed)
+    m = ModelBuilder(seed)
     e1 = _conv_bn_relu(m, _conv_bn_relu(m, "image", 3, 8, "e1a"), 8, 8, "e1b")             # (B, 8, 32, 32)
     e2 = _conv_bn_relu(m, m.op("MaxPool", [e1], kernel_shape=[2, 2], strides=[2, 2]), 8, 16, "e2")
     mid = _conv_bn_relu(m, m.op("MaxPool", [e2], kernel_shape=[2, 2], strides=[2, 2]), 16, 32, "mid")
@@ -171,12 +171,12 @@ def _detect(m, x, cin, na, nc, h, w, stride, anchors, tag):
 
 
 def yolo(seed=0, batch=2, size=32, opset=17, na=3, nc=4):
-    m = _Model(seed)
+    m = ModelBuilder(seed)
 
     def conv(x, cin, cout, tag, stride=1):
         k = 3 if stride == 2 else 1
         h = m.op("Conv", [x, m.w(tag, cout, cin, k, k)], strides=[stride] * 2, pads=[k // 2] * 4)
-        return _silu(m, _bn(m, h, cout, f"{tag}_bn"))
+        return _silu(m, batch_norm(m, h, cout, f"{tag}_bn"))
 
     p3 = conv(conv("image", 3, 8, "c1", 2), 8, 16, "c2", 2)                      # (B, 16, 8, 8)
     p4 = conv(p3, 16, 32, "c3", 2)                                                # (B, 32, 4, 4)
@@ -276,8 +276,8 @@ def _rms_norm_function(opset, eps=1e-6):
                                 [helper.make_opsetid("", opset)])
 
 
-class _ModelWithFunctions(_Model):
-    """_Model whose build also writes model-local functions and their domains' opset imports."""
+class _ModelWithFunctions(ModelBuilder):
+    """ModelBuilder whose build also writes model-local functions and their domains' opset imports."""
     functions: list = []
     domains: list = []
 
@@ -340,7 +340,7 @@ def llama(seed=0, batch=2, seq=8, vocab=64, d=32, heads=4, kv_heads=2, ffn=48, l
 # --- 5. Whisper-encoder-style ----------------------------------------------------------------
 
 def whisper_encoder(seed=0, batch=2, mels=8, frames=32, d=32, heads=4, ffn=64, opset=17):
-    m = _Model(seed)
+    m = ModelBuilder(seed)
     dh = d // heads
     h = m.op("Conv", ["mel", m.w("conv1", d, mels, 3), m.w("conv1_b", d, scale=0.1)], kernel_shape=[3], pads=[1, 1])
     h = _erf_gelu(m, h)
@@ -367,8 +367,8 @@ def whisper_encoder(seed=0, batch=2, mels=8, frames=32, d=32, heads=4, ffn=64, o
     return model, _normal("mel", (batch, mels, frames))
 
 
-class _ModelConstantNodes(_Model):
-    """_Model writing its small constants as Constant nodes, as the TorchScript exporter does."""
+class _ModelConstantNodes(ModelBuilder):
+    """ModelBuilder writing its small constants as Constant nodes, as the TorchScript exporter does."""
 
     def c(self, name, value, dtype=np.int64):
         self.nodes.append(helper.make_node("Constant", [], [name], name=f"Constant_{name}",
@@ -390,7 +390,7 @@ def _t5_buckets(seq, num_buckets=8, max_distance=16):
 
 
 def t5_layer(seed=0, batch=2, seq=12, vocab=64, d=32, heads=4, ffn=64, opset=17, constant_nodes=False):
-    m = (_ModelConstantNodes if constant_nodes else _Model)(seed)
+    m = (_ModelConstantNodes if constant_nodes else ModelBuilder)(seed)
     dh = d // heads
     h = m.op("Gather", [m.w("embed", vocab, d, scale=1.0), "input_ids"], axis=0)
     # extended attention mask: (1 - mask) * finfo.min, (B, 1, 1, S)
@@ -422,7 +422,7 @@ def t5_layer(seed=0, batch=2, seq=12, vocab=64, d=32, heads=4, ffn=64, opset=17,
 # --- 7. BiLSTM sequence tagger ---------------------------------------------------------------
 
 def lstm_tagger(seed=0, batch=2, seq=10, vocab=50, emb=16, hidden=16, tags=7, opset=14):
-    m = _Model(seed)
+    m = ModelBuilder(seed)
     e = m.op("Gather", [m.w("embed", vocab, emb, scale=1.0), "tokens"], axis=0)                # (B, S, E)
     e = m.op("Transpose", [e], perm=[1, 0, 2])                                                  # (S, B, E)
     y, _, _ = m.op("LSTM", [e, m.w("lstm_w", 2, 4 * hidden, emb), m.w("lstm_r", 2, 4 * hidden, hidden),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
-from tests.e2e.models import _Model
+from aotc.bench.models.builders import ModelBuilder
 
 
 def _conv_bn(m, x, cin, cout, k, stride=1, groups=1, act="relu", tag=""):
@@ -29,7 +29,7 @@ def _conv_bn(m, x, cin, cout, k, stride=1, groups=1, act="relu", tag=""):
 
 
 def resnet50(seed=0, batch=1, size=224, classes=1000):
-    m = _Model(seed)
+    m = ModelBuilder(seed)
     h = _conv_bn(m, "image", 3, 64, 7, stride=2, tag="stem")
     h = m.op("MaxPool", [h], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     cin = 64
@@ -51,7 +51,7 @@ def resnet50(seed=0, batch=1, size=224, classes=1000):
 
 
 def mobilenetv2(seed=0, batch=1, size=224, classes=1000):
-    m = _Model(seed)
+    m = ModelBuilder(seed)
     h = _conv_bn(m, "image", 3, 32, 3, stride=2, act="relu6", tag="stem")
     cin = 32
     settings = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
@@ -131,7 +131,7 @@ def _block(m, x, d, heads, ffn, mask, pre_ln, approx_gelu, tag):
 
 
 def bert_base(seed=0, batch=1, seq=128, layers=12, d=768, heads=12, ffn=3072, vocab=30522):
-    m = _Model(seed)
+    m = ModelBuilder(seed)
     pos = m.c("pos_ids", np.arange(seq)[None, :])
     h = m.op("Add", [m.op("Gather", [m.w("wte", vocab, d, scale=0.02), "input_ids"]),
                      m.op("Gather", [m.w("wpe", 512, d, scale=0.02), pos])])
@@ -156,7 +156,7 @@ def bert_base(seed=0, batch=1, seq=128, layers=12, d=768, heads=12, ffn=3072, vo
 
 
 def gpt2_small(seed=0, batch=1, seq=128, layers=12, d=768, heads=12, vocab=50257):
-    m = _Model(seed)
+    m = ModelBuilder(seed)
     wte = m.w("wte", vocab, d, scale=0.02)
     h = m.op("Add", [m.op("Gather", [wte, "input_ids"]),
                      m.op("Gather", [m.w("wpe", 1024, d, scale=0.02), m.c("pos_ids", np.arange(seq)[None, :])])])
@@ -171,7 +171,7 @@ def gpt2_small(seed=0, batch=1, seq=128, layers=12, d=768, heads=12, vocab=50257
 
 
 def vit_b16(seed=0, batch=1, size=224, layers=12, d=768, heads=12, classes=1000):
-    m = _Model(seed)
+    m = ModelBuilder(seed)
     n = (size // 16) ** 2
     p = m.op("Conv", ["image", m.w("patch_w", d, 3, 16, 16), m.w("patch_b", d, scale=0.02)], strides=[16, 16])
     p = m.op("Transpose", [m.op("Reshape", [p, m.c("flat", [batch, d, n])])], perm=[0, 2, 1])
