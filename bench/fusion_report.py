@@ -7,7 +7,7 @@ inputs + outputs, each touched once), compile time per stage with the default
 targets, cold (fresh kernel cache) and warm (median of 3), how many GEMM/conv launches fill
 less than half the H200's SMs, and the split-K launches with their partials.
 
-    python bench/fusion_report.py [model ...]
+    python -m bench.fusion_report [model ...]
 """
 from __future__ import annotations
 
@@ -15,11 +15,8 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from aotc.bench.models.real import REAL_MODELS  # noqa: E402
+from aotc.bench.models.real import REAL_MODELS
 
 
 def minimum_bytes(plan) -> int:

@@ -16,6 +16,6 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . 2>/dev/null \
   || echo "(editable install unavailable: the binding builds the runtime with cc on first use)"
 dest="${OUT:-.}"
-python3 bench/suite.py --device cuda --models real,small --batches 1,32 --precisions fp32,tf32,fp16 \
+python3 -m bench.suite --device cuda --models real,small --batches 1,32 --precisions fp32,tf32,fp16 \
   --against onnxruntime,tensorrt,torch,jax --arch sm_90 --iterations 100 --warmup 10 --max-seconds 3 \
   --budget-s "${AOTC_BENCH_BUDGET_S:-420}" --json "$dest/bench_gpu.json" --csv "$dest/bench_gpu.csv" "$@"

@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . 2>/dev/null \
   || echo "(editable install unavailable: the binding builds the runtime with cc on first use)"
-python3 bench/gpu_check.py
+python3 -m bench.gpu_check

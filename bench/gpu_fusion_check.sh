@@ -12,9 +12,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . 2>/dev/null \
   || echo "(editable install unavailable: the binding builds the runtime with cc on first use)"
 status=0
-python3 bench/gpu_check.py fp32,tf32,fp16 --models small || status=1
-python3 bench/gpu_check.py fp32,fp16 --models zoo || status=1
-python3 bench/gpu_check.py fp32,tf32,fp16 --models real --no-cpu || status=1
-python3 bench/gpu_kernels.py --precisions fp32,tf32,fp16 || status=1
-python3 bench/gpu_split_k.py --precisions fp32,fp16 || status=1
+python3 -m bench.gpu_check fp32,tf32,fp16 --models small || status=1
+python3 -m bench.gpu_check fp32,fp16 --models zoo || status=1
+python3 -m bench.gpu_check fp32,tf32,fp16 --models real --no-cpu || status=1
+python3 -m bench.gpu_kernels --precisions fp32,tf32,fp16 || status=1
+python3 -m bench.gpu_split_k --precisions fp32,fp16 || status=1
 exit $status

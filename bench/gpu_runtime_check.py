@@ -1,6 +1,6 @@
 """GPU check for the serving runtime: CUDA graph replay vs plain launches, and
 multi-context throughput. Needs an NVIDIA GPU (run by bench/gpu_check.sh's
-sibling: `python3 bench/gpu_runtime_check.py [--models transformer_block,bert_base]`).
+sibling: `python3 -m bench.gpu_runtime_check [--models transformer_block,bert_base]`).
 
 Per model, one context per mode, inputs and outputs bound once as host
 buffers (the context stages them; the graph holds only the kernels):
@@ -26,10 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import aotc.compiler  # noqa: E402
-from aotc.package import runtime_binding as rb  # noqa: E402
+import aotc.compiler
+from aotc.package import runtime_binding as rb
 
 
 def builders():

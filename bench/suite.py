@@ -7,9 +7,9 @@ Each case (model, batch, precision) is built by its builder at that batch
 (so masks and token ids stay valid) and benchmarked by aotc.bench.run_bench
 against the chosen competitors; the reference is onnxruntime CPU fp32.
 
-    python bench/suite.py                                   # cpu: small models, batch 1 and 32, fp32 and fp16
-    python bench/suite.py --models resnet50 --batches 1 --iterations 3
-    python bench/suite.py --device cuda --models all --against onnxruntime,tensorrt,torch
+    python -m bench.suite                                   # cpu: small models, batch 1 and 32, fp32 and fp16
+    python -m bench.suite --models resnet50 --batches 1 --iterations 3
+    python -m bench.suite --device cuda --models all --against onnxruntime,tensorrt,torch
 
 On the cpu device the engine runs the kernels' host emulation: the point
 is agreement with onnxruntime, not speed. `--budget-s` skips the cases
@@ -21,12 +21,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from aotc.bench import onnx_source, parse_against, run_bench  # noqa: E402
-from aotc.bench.report import format_suite, write_csv, write_json  # noqa: E402
+from aotc.bench import onnx_source, parse_against, run_bench
+from aotc.bench.report import format_suite, write_csv, write_json
 
 SMALL = ("mlp", "cnn", "transformer_block", "resnet_bottleneck", "bert_encoder")
 REAL = ("resnet50", "mobilenetv2", "bert_base", "gpt2_small", "vit_b16")
