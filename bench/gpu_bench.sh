@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU benchmark for issue 8, one command on a machine with an NVIDIA GPU (fits
+# GPU benchmark, one command on a machine with an NVIDIA GPU (fits
 # in 10 minutes of device time): the e2e suite (full-size ResNet-50,
 # MobileNetV2, BERT-base, GPT-2 small, ViT-B/16 first, then the small
 # models) at batch 1 and 32, fp32 and fp16, on --device cuda, against

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check for issue 2, one command on a machine with an NVIDIA GPU and no
+# GPU check, one command on a machine with an NVIDIA GPU and no
 # network (the device image has numpy, onnx, onnxruntime, cuda-bindings and
 # the NVRTC wheel): build the C runtime in place, then compile the e2e models
 # and compare --device cuda with --device cpu and onnxruntime.

@@ -2,7 +2,7 @@
 
 The kernel source is compiled unchanged with g++ (`$CXX` overrides), with
 templates/cuda_host_emu.h force-included, so the text NVRTC compiles for the
-GPU is the text that runs on the CPU (DESIGN.md principle 3). A generated
+GPU is the text that runs on the CPU (docs/design.md, principle 3). A generated
 wrapper exports one C entry point per kernel:
 
     int aotc_host_launch_<name>(const unsigned *grid3, const unsigned *block3,

@@ -3,7 +3,7 @@
 `compile_device(source, "sm_90")` returns a cubin (ELF), `"compute_90"` returns
 PTX text. NVRTC runs in-process from the `nvidia-cuda-nvrtc` wheel, with the
 CUDA headers of the `nvidia-cuda-runtime` wheel and aotc's own templates on
-the include path, so no toolkit, driver or device is needed (DESIGN.md
+the include path, so no toolkit, driver or device is needed (docs/design.md,
 principle 4). Results are cached by content hash (cache.py).
 
 `compile_device_nvcc` is an optional cross-check with a local toolkit's nvcc.

@@ -1,4 +1,4 @@
-"""python -m bench.gpu_kernels runs end to end on the cpu device (--small), so the GPU session's script works."""
+"""python -m bench.gpu_kernels runs end to end on the cpu device (--small), so the script works on a GPU machine."""
 from bench import gpu_kernels
 
 

@@ -3,7 +3,7 @@
 Each is built with random weights (aotc/bench/models/real.py), compiled with
 the default targets (sm_80 + sm_90 cubins, PTX, host build), run through the
 C runtime on the `cpu` device, and compared with onnxruntime. Fusion is held
-to the kernel budgets of issue 6 (fewer launches than IREE's dispatches).
+to kernel budgets: fewer launches than IREE's dispatches.
 """
 import numpy as np
 import pytest

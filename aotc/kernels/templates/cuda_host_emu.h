@@ -2,7 +2,7 @@
 //
 // Force-included (`g++ -include cuda_host_emu.h`) before the kernel source, so
 // the very text that NVRTC compiles for the GPU is also compiled and run here
-// (DESIGN.md principle 3). It models the CUDA subset aotc emits: threads and
+// (docs/design.md, principle 3). It models the CUDA subset aotc emits: threads and
 // blocks, static and dynamic shared memory, __syncthreads, full-warp
 // collectives (shuffles, ballot, any/all, __syncwarp), atomics, the math
 // intrinsics, half/bfloat16 (via the CUDA headers' host paths).
