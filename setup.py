@@ -1,17 +1,18 @@
-"""Builds the aotc C runtime as a plain shared library, aotc/package/_aotc_runtime.so, and maps cli/ to aotc.cli.
+"""Builds the aotc C runtime as a plain shared library, aotc/package/_aotc_runtime.so.
 
-Package metadata lives in pyproject.toml; this file adds what a static table
-cannot say: the runtime extension, and the package list. The repository keeps
-the command line in a top-level `cli/` folder, but it installs as `aotc.cli`
-(package_dir), so nothing named `cli` lands at the top of site-packages.
-Packages are found, not listed, so a new subpackage of aotc ships without an
-edit here; the kernel templates and the runtime's C sources ship as package
-data (pyproject.toml), because the compiler reads them at run time.
-
+Package metadata lives in pyproject.toml; this file only adds the runtime.
 It is an ordinary C shared library (C99, libc + dlopen + pthreads), not a
 Python extension module: the Python side loads it with ctypes
 (aotc/package/runtime_binding.py), so it has no Python C API dependency and
 is the very library a C serving process links against.
+
+It also says what a static table cannot: the package list. The repository
+keeps the command line in a top-level `cli/` folder, but it installs as
+`aotc.cli` (package_dir), so nothing named `cli` lands at the top of
+site-packages. Packages are found, not listed, so a new subpackage of aotc
+ships without an edit here; the kernel templates and the runtime's C sources
+ship as package data (pyproject.toml), because the compiler reads them at
+run time.
 """
 import os
 import sysconfig
