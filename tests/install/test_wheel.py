@@ -97,7 +97,7 @@ def _rel_error(got, want) -> float:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """(venv python, venv aotc command, the wheel) after building and installing the wheel."""
+    """(venv python, its `aotc` command, the wheel, its site-packages) once the wheel is built and installed."""
     base = tmp_path_factory.mktemp("wheel")
     src, wheels, venv = base / "src", base / "wheels", base / "venv"
     _copy_tree(src)
@@ -105,7 +105,7 @@ def installed(tmp_path_factory):
     (wheel,) = wheels.glob("aotc-*.whl")
     _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=base)
     python = venv / "bin" / "python"
-    # install before the .pth exists: pip then sees an empty venv, not the editable aotc of this environment
+    # install before linking the dependencies in: pip sees an empty venv, never the editable aotc here
     _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "-q", wheel], cwd=base)
     purelib = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=base).strip())
     assert _link_dependencies(purelib) > 0
