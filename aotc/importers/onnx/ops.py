@@ -18,7 +18,7 @@ This file holds the table, the helpers and the elementwise/activation ops;
 shape_ops.py holds constants and shape/data-movement ops, nn_ops.py
 matmul, conv, pooling, normalization, reductions and resize.
 Add an op: write a converter, decorate it with @register("OpType"), and add a
-one-node case to tests/importers/onnx/test_importer.py.
+one-node case to the module's tests/importers/onnx/test_<module>.py (helpers in one_node.py).
 """
 from __future__ import annotations
 

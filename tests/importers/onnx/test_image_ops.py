@@ -23,7 +23,7 @@ from aotc.ir.interpreter import interpret
 from aotc.package.engine_format import engine_bytes
 from aotc.package.runtime_binding import Engine
 from tests.helpers.rng import fresh_rng, random_array
-from tests.importers.onnx.test_importer import check, make_model
+from tests.importers.onnx.one_node import check, make_model
 
 
 def compare(model, feeds, seed, rtol=1e-4, atol=1e-5):

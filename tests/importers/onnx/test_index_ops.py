@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.rng import fresh_rng, random_array
-from tests.importers.onnx.test_importer import check, make_model
+from tests.importers.onnx.one_node import check, make_model
 
 
 @pytest.mark.parametrize("shape,seq,attrs,with_indices", [

@@ -3,7 +3,7 @@
 Random matrices per run (the seed is in every failure message), plus the
 matrices that need pivoting: a zero leading entry, a permutation, a singular
 matrix, a tiny leading pivot. The other ops of the module are covered by
-tests/importers/onnx/test_importer.py and test_more_ops.py.
+test_more_ops.py and the ONNX node suite.
 """
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ import pytest
 from aotc.errors import UnsupportedError
 from aotc.importers.onnx import import_onnx
 from tests.helpers.rng import fresh_rng, random_array
-from tests.importers.onnx.test_importer import check, make_model
+from tests.importers.onnx.one_node import check, make_model
 
 
 @pytest.mark.parametrize("shape", [(2, 2), (3, 3, 3), (2, 3, 5, 5), (1, 1), (4, 9, 9)])

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 from aotc.errors import UnsupportedError
 from aotc.importers.onnx import import_onnx
-from tests.importers.onnx.test_importer import F, I, check, make_model, rng
+from tests.importers.onnx.one_node import F, I, check, make_model, rng
 
 
 def K(*vals):

@@ -1,6 +1,7 @@
 """Resize (aotc/importers/onnx/resize.py) with antialias=1 vs onnxruntime: importer + interpreter, and one engine.
 
-Random inputs per run (the seed is in every failure message). Downscales are
+The one-node cases first: nearest and linear modes under each coordinate transformation,
+sizes instead of scales. Random inputs per run (the seed is in every failure message). Downscales are
 chosen so the stretched filter has few taps (gathers) and many taps (the
 dense weight-matrix path past MAX_TAPS); the node suite covers the ONNX cases.
 """
@@ -16,7 +17,23 @@ from aotc.ir.interpreter import interpret
 from aotc.package.engine_format import engine_bytes
 from aotc.package.runtime_binding import Engine
 from tests.helpers.rng import fresh_rng, random_array
-from tests.importers.onnx.test_importer import make_model
+from tests.importers.onnx.one_node import C, F, I, make_model, run_case
+
+
+CASES = [
+    *[C("Resize", [("x", F(1, 2, 4, 5)), ("", None), ("s", np.array([1, 1, 2.0, 1.5], np.float32))],
+        {"mode": mode, "coordinate_transformation_mode": ct}, consts=("s",), opset=13, id=f"Resize-{mode}-{ct}")
+      for mode in ("nearest", "linear") for ct in ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel")],
+    C("Resize", [("x", F(1, 2, 6, 8)), ("", None), ("", None), ("z", I(1, 2, 4, 3))],
+      {"mode": "linear"}, consts=("z",), opset=13, id="Resize-linear-sizes-down"),
+    C("Resize", [("x", F(1, 2, 4, 5)), ("", None), ("s", np.array([1, 1, 2.0, 3.0], np.float32))],
+      {"nearest_mode": "floor"}, consts=("s",), opset=13, id="Resize-nearest-floor"),
+]
+
+
+@pytest.mark.parametrize("op,inputs,attrs,opset,consts,n_out", CASES)
+def test_one_node(op, inputs, attrs, opset, consts, n_out):
+    run_case(op, inputs, attrs, opset, consts, n_out)
 
 
 def _resize_model(rng, shape, attrs, scales=None, sizes=None, axes=None, dtype=np.float32):
