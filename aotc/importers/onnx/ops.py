@@ -16,7 +16,8 @@ Decompositions use `Ex` (aotc/importers/expr.py), the importers' expression help
 
 This file holds the table, the helpers and the elementwise/activation ops;
 shape_ops.py holds constants and shape/data-movement ops, nn_ops.py
-matmul, conv, pooling, normalization, reductions and resize.
+matmul, conv, pooling, normalization and reductions, the other modules one
+family each (resize.py, rnn_ops.py, signal_ops.py, ...).
 Add an op: write a converter, decorate it with @register("OpType"), and add a
 one-node case to the module's tests/importers/onnx/test_<module>.py (helpers in one_node.py).
 """
