@@ -18,6 +18,7 @@ from aotc.fusion.regions import Region
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Value
 from aotc.kernels import split_k
+from aotc.kernels.aliasing import may_alias_output
 from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
 from aotc.kernels.codegen_norm_prologue import norm_row_stats
 from aotc.kernels.codegen_vector import vector_loop
@@ -135,8 +136,11 @@ class _Builder:
                        overrides, self.idx_t, indent, self.view_layout)
 
     def signature(self) -> str:
-        ps = [f"const {v.dtype.c} *__restrict__ {self.param_names[v]}" for v in self.params]
-        ps.append(f"{self.region.root.dtype.c} *__restrict__ out")
+        # An input the output may overwrite in place (aliasing.py) and `out` are plain pointers.
+        shared = set(may_alias_output(self.region, self.params))
+        ps = [f"const {v.dtype.c} *{'' if v in shared else '__restrict__ '}{self.param_names[v]}"
+              for v in self.params]
+        ps.append(f"{self.region.root.dtype.c} *{'' if shared else '__restrict__ '}out")
         ps += [f"{v.dtype.c} *__restrict__ out{j + 1}" for j, v in enumerate(self.region.extra_roots)]
         return ", ".join(ps)
 

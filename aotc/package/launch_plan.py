@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from aotc.fusion.regions import Region
-from aotc.ir import ops
 from aotc.ir.graph import Graph, Value
+from aotc.kernels.aliasing import may_alias_output
 from aotc.kernels.codegen import Kernel, generate
 from aotc.package import plan as P
 from aotc.package.memory_plan import ALIGN, Buffer, MemoryPlan, align_up, plan_memory
@@ -123,33 +123,14 @@ def _view_ref(refs, k: Kernel, v: Value) -> P.BufferRef:
 def in_place_input(region: Region, kernel: Kernel, first: dict, last: dict):
     """An input the region's output may overwrite in place, or None.
 
-    Safe only when every thread reads element i of that input and then writes
-    element i of the output, and nothing else reads the input afterwards: a
-    loop region, the input an arena intermediate whose last read is this
-    launch, the same shape and byte size as the output, and every node of
-    the region downstream of it elementwise at the output's shape (an
-    injective op on it would turn its index into something else).
+    One the kernel declares may alias its output (aliasing.may_alias_output:
+    a pure elementwise map at the output's shape, so each thread reads element
+    i before it writes element i), that is an arena intermediate written by an
+    earlier launch and last read by this one.
     """
-    if region.kind != "loop" or not region.nodes or region.extra_roots:
-        return None
-    step = first[region.root]
-    root_t = region.root.type
-    for v in kernel.params[:-1]:
-        if v not in first or first[v] >= step or last[v] != step:
-            continue
-        if v.type.shape != root_t.shape or v.type.nbytes != root_t.nbytes:
-            continue
-        reached, frontier, ok = set(), [v], True
-        while frontier and ok:
-            u = frontier.pop()
-            for n in region.nodes:
-                if n in reached or u not in n.inputs:
-                    continue
-                reached.add(n)
-                ok = (ops.category(n.op) == ops.ELEMENTWISE and
-                      all(o.type.shape == root_t.shape for o in n.outputs))
-                frontier.extend(n.outputs)
-        if ok and any(region.root in n.outputs for n in reached):
+    step = first.get(region.root)
+    for v in may_alias_output(region, kernel.params[:-1]):
+        if v in first and first[v] < step and last[v] == step:
             return v
     return None
 
