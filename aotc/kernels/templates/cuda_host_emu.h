@@ -660,6 +660,10 @@ inline float __cosf(float x) { return aotc_emu_math::cos_approx(x); }
 inline float __fdividef(float x, float y) {
   const float ay = fabsf(y);
   if (ay > 0x1p126f && ay < INFINITY) return isinf(x) ? NAN : 0.0f * x * y;  // documented: 0, NaN for inf x
+  if (ay < 0x1p-126f) {                                                       // subnormal y: both scaled first
+    x *= 0x1p24f;
+    y *= 0x1p24f;
+  }
   return x * (1.0f / y);                                                      // rcp.approx, then a multiply
 }
 inline float __tanf(float x) { return __fdividef(__sinf(x), __cosf(x)); }
