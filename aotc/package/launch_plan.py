@@ -129,6 +129,8 @@ def in_place_input(region: Region, kernel: Kernel, first: dict, last: dict):
     earlier launch and last read by this one.
     """
     step = first.get(region.root)
+    if step is None:            # the region writes a graph output, not the arena
+        return None
     for v in may_alias_output(region, kernel.params[:-1]):
         if v in first and first[v] < step and last[v] == step:
             return v
