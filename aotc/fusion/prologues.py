@@ -6,6 +6,10 @@ patch (each element computed once per tile, so elementwise ops and a 1x1 or smal
 expansion conv may join: expand_into_depthwise), a depthwise conv feeding a
 pointwise one (depthwise_prologue), and an f32 GEMM whose lhs is loaded exactly once
 (lhs_loaded_once) when the ops read a tensor that is in memory anyway.
+
+What the kernels can hold (which depthwise convs stage, which tiles fit, how wide a GEMM
+tile is) are the kernel families' rules (fusion/rules/conv.py, rules/gemm.py); this
+module decides with them and imports no kernel code.
 """
 from __future__ import annotations
 
@@ -15,8 +19,7 @@ from aotc.ir import ops
 from aotc.ir.graph import Node, Value
 from aotc.ir.walk import walk
 
-__all__ = ["staged_depthwise", "pointwise_conv", "lhs_loaded_once", "lhs_prologue_pays", "staged_conv",
-           "depthwise_prologue", "expand_into_depthwise", "MAX_FUSED_CONV_K"]
+__all__ = ["lhs_prologue_pays", "staged_conv", "depthwise_prologue", "expand_into_depthwise"]
 
 
 def lhs_prologue_pays(anchor: Node, users, producer, outputs) -> bool:

@@ -194,7 +194,7 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
             pre_reasons.append(why)
         if staged:            # computed once per staged element: elementwise prologues may join it
             members |= staged
-            depthwise = next(m for m in staged if m.op == "convolution")
+            depthwise = next(m for m in staged if staged_depthwise(m))
             restricted.update({m: False for m in staged})
 
     def absorb(node):
@@ -234,7 +234,7 @@ def _absorb_refusal(p: Node, v: Value, restricted, anchor, allow_rows: bool, roo
     """Why producer `p` of `v` cannot join the region ("" if it can).
 
     `restricted`: the anchor whose operand prologue `p` would join (its family's rule
-    says which ops it takes), or a false value where any fusible op may join."""
+    says which ops it takes), or None where any fusible op may join."""
     cat = ops.category(p.op)
     if cat == ops.CONV and expand_into_depthwise(p, v, staged_conv(anchor, members), anchor, users, members,
                                                   outputs):

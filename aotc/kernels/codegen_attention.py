@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from aotc.patterns.attention import free_dim
 from aotc.kernels.codegen import MAX_GRID, Kernel, _Builder, _unravel
+from aotc.patterns.attention import free_dim
 
 
 def _operand(b: _Builder, value, dot, side: str, batch_idx, row: str, col: str, indent: int, var: str) -> str:
