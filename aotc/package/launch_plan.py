@@ -16,6 +16,7 @@ import numpy as np
 from aotc.fusion.region import GatedPayload, Region
 from aotc.ir import ops
 from aotc.ir.graph import Graph, Value
+from aotc.ir.walk import users_of, walk
 from aotc.package import plan as P
 from aotc.package.memory_plan import ALIGN, Buffer, MemoryPlan, align_up, plan_memory
 
@@ -138,22 +139,18 @@ def in_place_input(region: Region, kernel, first: dict, last: dict):
         return None
     step = first[region.root]
     root_t = region.root.type
+    readers: dict = {}
+    for n in region.nodes:
+        for u in n.inputs:
+            readers.setdefault(u, []).append(n)
     for v in kernel.params[:-1]:
         if v not in first or first[v] >= step or last[v] != step:
             continue
         if v.type.shape != root_t.shape or v.type.nbytes != root_t.nbytes:
             continue
-        reached, frontier, ok = set(), [v], True
-        while frontier and ok:
-            u = frontier.pop()
-            for n in region.nodes:
-                if n in reached or u not in n.inputs:
-                    continue
-                reached.add(n)
-                ok = (ops.category(n.op) == ops.ELEMENTWISE and
-                      all(o.type.shape == root_t.shape for o in n.outputs))
-                frontier.extend(n.outputs)
-        if ok and any(region.root in n.outputs for n in reached):
+        reached = walk(readers.get(v, []), lambda n: users_of(readers, n.outputs))
+        if all(ops.category(n.op) == ops.ELEMENTWISE and all(o.type.shape == root_t.shape for o in n.outputs)
+               for n in reached) and any(region.root in n.outputs for n in reached):
             return v
     return None
 
