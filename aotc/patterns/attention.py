@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from aotc.ir import ops
 from aotc.ir.graph import Graph, Node, Value
+from aotc.ir.walk import walk
 
 @dataclass
 class AttentionMatch:
@@ -109,22 +110,21 @@ def _match_one(pv: Node, producer, users, outputs) -> AttentionMatch | None:
         return None
     # walk the elementwise chain from X down to the Q·K dot
     chain: set[Node] = set()
-    qk = None
-    frontier = [x_val]
-    while frontier:
-        v = frontier.pop()
+    dots: set[Node] = set()
+
+    def up(v):
         n = producer.get(v)
-        if n is None:
-            continue
-        if n.op == "dot_general" and v.shape == x_val.shape:
-            if qk is not None and n is not qk:
-                return None
-            qk = n
-            continue
-        if ops.category(n.op) == ops.ELEMENTWISE and v.shape == x_val.shape and n not in chain:
+        if n is not None and n.op == "dot_general" and v.shape == x_val.shape:
+            dots.add(n)
+        elif n is not None and ops.category(n.op) == ops.ELEMENTWISE and v.shape == x_val.shape:
             chain.add(n)
-            frontier.extend(n.inputs)
-    if qk is None or not _batched_dot(qk, nb):
+            yield from n.inputs
+
+    walk([x_val], up)
+    if len(dots) != 1:
+        return None
+    (qk,) = dots
+    if not _batched_dot(qk, nb):
         return None
     # chain nodes that do not depend on the dot are side computations, not chain
     depends = {qk}
