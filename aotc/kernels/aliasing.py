@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from aotc.fusion.region import Region
 from aotc.ir import ops
+from aotc.ir.walk import users_of, walk
 
 
 def may_alias_output(region: Region, params) -> list:
@@ -25,21 +26,17 @@ def may_alias_output(region: Region, params) -> list:
     if region.kind != "loop" or not region.nodes or region.extra_roots:
         return []
     root_t = region.root.type
+    readers: dict = {}
+    for n in region.nodes:
+        for u in n.inputs:
+            readers.setdefault(u, []).append(n)
     out = []
     for v in params:
         if v.type.shape != root_t.shape or v.type.nbytes != root_t.nbytes:
             continue
-        reached, frontier, ok = set(), [v], True
-        while frontier and ok:
-            u = frontier.pop()
-            for n in region.nodes:
-                if n in reached or u not in n.inputs:
-                    continue
-                reached.add(n)
-                ok = (ops.category(n.op) == ops.ELEMENTWISE and
-                      all(o.type.shape == root_t.shape for o in n.outputs))
-                frontier.extend(n.outputs)
-        if ok and any(region.root in n.outputs for n in reached):
+        reached = walk(readers.get(v, []), lambda n: users_of(readers, n.outputs))
+        if all(ops.category(n.op) == ops.ELEMENTWISE and all(o.type.shape == root_t.shape for o in n.outputs)
+               for n in reached) and any(region.root in n.outputs for n in reached):
             out.append(v)
     return out
 

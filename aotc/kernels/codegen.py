@@ -14,7 +14,7 @@ from pathlib import Path
 from string import Template
 
 from aotc.errors import UnsupportedError
-from aotc.fusion.regions import Region
+from aotc.fusion.region import GatedPayload, Region
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Value
 from aotc.kernels import split_k
@@ -432,8 +432,9 @@ def _dot(b: _Builder) -> Kernel:
                                 overrides=norm if var == "A" else None)
 
     load_a = operand_load("A", lhs, lb, lf, lc, "am", "ak", mshape, kshape)
-    if b.region.gated:             # SwiGLU / LSTM-cell epilogue over the GEMM's k column blocks
-        f, k = b.region.gated, b.region.gates
+    gated = b.region.payload_as(GatedPayload)
+    if gated:                      # SwiGLU / LSTM-cell epilogue over the GEMM's k column blocks
+        f, k = gated.width, gated.blocks
         N = gated_width(f, k)
         load_b = gated_b_load(lambda flat: operand_load("B", rhs, rb, rc, rf, "bk", flat, kshape, nshape),
                               "simt", f, b.idx_t, 4, k)

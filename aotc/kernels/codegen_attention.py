@@ -1,6 +1,6 @@
 """Attention regions -> one flash-attention kernel (templates/attention.cu).
 
-The region holds the whole softmax(f(Q·K))·V pattern (aotc/fusion/attention.py)
+The region holds the whole softmax(f(Q·K))·V pattern (aotc/patterns/attention.py)
 plus the index math that brings Q, K, V into place. Loads of Q, K and V run
 that prologue; the score chain f (scale, additive mask) is evaluated per
 (query, key) with the Q·K dot product as an override; the epilogue runs on
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from aotc.fusion.attention import free_dim
 from aotc.kernels.codegen import MAX_GRID, Kernel, _Builder, _unravel
+from aotc.patterns.attention import free_dim
 
 
 def _operand(b: _Builder, value, dot, side: str, batch_idx, row: str, col: str, indent: int, var: str) -> str:
@@ -28,7 +28,7 @@ def _operand(b: _Builder, value, dot, side: str, batch_idx, row: str, col: str, 
 
 def generate_attention(b: _Builder) -> Kernel:
     region = b.region
-    m = region.attention
+    m = region.payload.match
     qk, pv = m.qk, m.pv
     q, k = qk.inputs
     v = pv.inputs[1]

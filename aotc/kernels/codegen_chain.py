@@ -25,8 +25,8 @@ def generate_chain(b: _Builder) -> Kernel:
     region = b.region
     batch = region.root.shape[0]
     overrides, phases, smem = {}, [], []
-    for j, (anchor, result) in enumerate(region.phases):
-        last = j == len(region.phases) - 1
+    for j, (anchor, result) in enumerate(region.payload.phases):
+        last = j == len(region.payload.phases) - 1
         per = math.prod(result.shape[1:])
         em = b.emitter(indent=3, overrides=dict(overrides))
         em.open(f"for (int e = threadIdx.x; e < {per}; e += blockDim.x)")
@@ -68,6 +68,6 @@ def generate_chain(b: _Builder) -> Kernel:
         em.close()
         em.emit("__syncthreads();")
         phases.append(em.text())
-    sizes = "/".join(_in_image(r.shape) for _, r in region.phases)
+    sizes = "/".join(_in_image(r.shape) for _, r in region.payload.phases)
     slots = dict(phases="\n".join(phases), smem="\n".join(smem), batch=batch, block=BLOCK, sizes=sizes)
     return b.finish("chain", slots, (min(batch, 65535), 1, 1), (BLOCK, 1, 1))

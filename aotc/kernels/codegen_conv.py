@@ -22,13 +22,12 @@ from __future__ import annotations
 import math
 from string import Template
 
+from aotc.fusion.region import ConvPayload
+from aotc.fusion.rules.conv import DW_BLOCK, channel_tile, depthwise_node_fits, depthwise_project_fits
+from aotc.fusion.rules.conv import depthwise_tile as _depthwise_tile
+from aotc.fusion.rules.conv import project_plan as _project_plan
 from aotc.ir import dtypes
 from aotc.kernels.codegen import TEMPLATES, Kernel, _Builder, _unravel, dot_epilogue, dot_fetch
-
-DW_CHANNELS = 32            # channels per depthwise block (threads are channel-fastest)
-DW_BLOCK = 256
-DW_SMEM_LIMIT = 48 * 1024   # static shared memory per block on every target
-MAX_PROJECT_OUTPUTS = 16 * DW_BLOCK   # pointwise outputs per depthwise_project tile: 16 partial sums a thread
 
 
 def conv_geometry(b: _Builder):
@@ -96,44 +95,6 @@ def generate_implicit_gemm(b: _Builder) -> Kernel:
     return b.finish("dot", slots, grid, (256, 1, 1))
 
 
-def _depthwise_tiles(kshape, strides, dils, tc, project: int = 0):
-    """Output tiles (th, tw, ih, iw) <= 8x8 whose input patch and filters fit the smem budget, largest first.
-
-    `project` > 0: the tile also keeps its depthwise result in shared memory and
-    feeds that many pointwise outputs per pixel (depthwise_project.cu), at most
-    MAX_PROJECT_OUTPUTS per tile."""
-    for th, tw in ((8, 8), (4, 8), (4, 4), (2, 4), (2, 2), (1, 2), (1, 1)):
-        ih = (th - 1) * strides[0] + (kshape[0] - 1) * dils[0] + 1
-        iw = (tw - 1) * strides[1] + (kshape[1] - 1) * dils[1] + 1
-        floats = (ih * iw + kshape[0] * kshape[1]) * tc + (th * tw * (tc + 1) if project else 0)
-        if floats * 4 <= DW_SMEM_LIMIT and th * tw * project <= MAX_PROJECT_OUTPUTS:
-            yield th, tw, ih, iw
-
-
-def _depthwise_tile(kshape, strides, dils, tc, out_shape=None):
-    """The tile to use (None if none fits): the largest that still gives half the GPU's SMs a
-    block (batch-1 late stages: 7x7x960 makes 30 blocks of 8x8 but 120 of 4x4), going no
-    smaller than 2x4 for that (8 pixels x 32 channels keep all 256 threads busy)."""
-    from aotc.kernels.split_k import TARGET_SMS
-    tiles = list(_depthwise_tiles(kshape, strides, dils, tc))
-    busy = [t for t in tiles if t[0] * t[1] >= 8]
-    if not busy or out_shape is None:
-        return tiles[0] if tiles else None
-    n, oh, ow, chans = out_shape
-    for t in busy:
-        if 2 * n * math.ceil(oh / t[0]) * math.ceil(ow / t[1]) * math.ceil(chans / tc) >= TARGET_SMS:
-            return t
-    return busy[-1]
-
-
-def depthwise_node_fits(conv) -> bool:
-    """The depthwise kernel can run this (NHWC, 2-D, one filter per channel) conv: grid and smem limits."""
-    w, out, a = conv.inputs[1], conv.outputs[0], conv.attrs
-    tc = min(DW_CHANNELS, 1 << max(0, (out.shape[-1] - 1).bit_length()))
-    return out.shape[0] <= 65535 and math.ceil(out.shape[-1] / tc) <= 65535 and \
-        _depthwise_tile(w.shape[1:3], a["strides"], a["dilations"], tc) is not None
-
-
 def depthwise_fits(b: _Builder) -> bool:
     return depthwise_node_fits(b.region.anchor)
 
@@ -174,7 +135,7 @@ def _staging(b: _Builder, conv, tile=None, indent: int = 3):
     out, a = conv.outputs[0], conv.attrs
     chans = out.shape[-1]
     kh, kw = w.shape[1:3]
-    tc = min(DW_CHANNELS, 1 << max(0, (chans - 1).bit_length()))
+    tc = channel_tile(chans)
     th, tw, ih, iw = tile or _depthwise_tile((kh, kw), a["strides"], a["dilations"], tc, out.shape)
     (ph, _), (pw, _) = a["padding"]
     sh, sw = a["strides"]
@@ -210,56 +171,10 @@ def generate_depthwise(b: _Builder) -> Kernel:
     return b.finish("depthwise", slots, grid, (DW_BLOCK, 1, 1))
 
 
-def _project_plan(dw, proj, split: bool = True):
-    """(tile, splits, channel chunks per split, workspace bytes, pixel tiles) of a depthwise_project
-    kernel, or a reason string when none fits.
-
-    Splits over the depthwise channels fill half the GPU's SMs with blocks, but
-    only while the partials (splits x outputs per pixel) stay no larger than the
-    depthwise result they replace (channels per pixel): past that the fusion
-    would move more bytes through L2 than it saves in HBM.
-    """
-    from aotc.kernels.split_k import MAX_WORKSPACE, TARGET_SMS
-    out = dw.outputs[0]
-    n_img, oh, ow, chans = out.shape
-    outs = proj.outputs[0].shape[-1]
-    tc = min(DW_CHANNELS, 1 << max(0, (chans - 1).bit_length()))
-    if n_img > 65535:
-        return f"batch {n_img} exceeds the grid's z limit"
-    fits = list(_depthwise_tiles(dw.inputs[1].shape[1:3], dw.attrs["strides"], dw.attrs["dilations"], tc, outs))
-    if not fits:
-        return f"{outs} pointwise outputs per pixel do not fit a tile"
-    chunks = math.ceil(chans / tc)
-    cap = max(1, min(chunks, chans // outs)) if split else 1
-    best = None
-    for tile in [t for t in fits if t[0] * t[1] >= 8] or fits[:1]:    # largest first, as _depthwise_tile
-        tiles = n_img * math.ceil(oh / tile[0]) * math.ceil(ow / tile[1])
-        splits = min(cap, math.ceil(TARGET_SMS / 2 / tiles))
-        per = math.ceil(chunks / splits)
-        splits = math.ceil(chunks / per)
-        if best is None or tiles * splits > best[4] * best[1]:
-            best = (tile, splits, per, 0, tiles)
-        if 2 * tiles * splits >= TARGET_SMS:
-            break
-    tile, splits, per, _, tiles = best
-    workspace = 4 * splits * tiles * tile[0] * tile[1] * outs if splits > 1 else 0
-    if workspace > MAX_WORKSPACE:
-        return f"split partials of {workspace >> 20} MiB exceed the workspace cap"
-    return tile, splits, per, workspace, tiles
-
-
 def project_source(region):
     """The depthwise conv a pointwise-conv region computes as its prologue (None if it has none)."""
-    from aotc.fusion.prologues import pointwise_conv, staged_depthwise
-    if not pointwise_conv(region.anchor):
-        return None
-    return next((n for n in region.nodes if n is not region.anchor and staged_depthwise(n)), None)
-
-
-def depthwise_project_fits(dw, proj) -> str:
-    """"" when the depthwise_project kernel can run depthwise conv `dw` feeding pointwise conv `proj`, else why not."""
-    plan = _project_plan(dw, proj)
-    return plan if isinstance(plan, str) else ""
+    payload = region.payload_as(ConvPayload)
+    return payload.depthwise if payload else None
 
 
 def generate_depthwise_project(b: _Builder) -> Kernel:

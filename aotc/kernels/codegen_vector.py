@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from aotc.ir import ops
 from aotc.ir.graph import Value
+from aotc.ir.walk import users_of, walk
 from aotc.kernels.emitter import load_expr, store_expr
 
 MIN_ELEMENTS = 4096      # smaller loops gain nothing and would only grow the source
@@ -21,22 +22,18 @@ MAX_BODY = 4000          # characters of the scalar body
 
 
 def _direct_params(b, root: Value) -> list[Value]:
-    """Params whose every use inside the region is elementwise at the root's shape."""
-    members = set(b.region.nodes)
+    """Params whose every use inside the region, and every use downstream of those, is elementwise at
+    the root's shape (one transpose among them reads element i for another output element)."""
+    readers: dict = {}
+    for n in b.region.nodes:
+        for u in n.inputs:
+            readers.setdefault(u, []).append(n)
     out = []
     for v in b.params:
         if v.shape != root.shape or v.dtype.itemsize != root.dtype.itemsize:
             continue
-        ok, frontier, seen = True, [v], set()
-        while frontier and ok:
-            u = frontier.pop()
-            for n in b.region.nodes:
-                if u not in n.inputs or n in seen:
-                    continue
-                seen.add(n)
-                ok = n in members and ops.category(n.op) == ops.ELEMENTWISE and n.outputs[0].shape == root.shape
-                frontier.extend(n.outputs)
-        if ok:
+        downstream = walk(readers.get(v, []), lambda n: users_of(readers, n.outputs))
+        if all(ops.category(n.op) == ops.ELEMENTWISE and n.outputs[0].shape == root.shape for n in downstream):
             out.append(v)
     return out
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import math
 
-TARGET_SMS = 132         # H200 / H100 SXM; an A100 (108) is filled by the same split
+from aotc.fusion.rules.target import MAX_WORKSPACE, TARGET_SMS
+
 MAX_SPLITS = 16
 MIN_SPLIT_K = 128        # each block still runs >= 8 K tiles of 16
-MAX_WORKSPACE = 8 << 20  # bytes of f32 partials per launch
 GEMM_TEMPLATES = ("dot", "dot_mma", "dot_tf32")
 
 # Each template's accumulators: loop nest over them, the element, and the row/col of element 0.

@@ -17,6 +17,7 @@ from aotc.ir.interpreter import interpret
 from aotc.kernels import codegen
 from aotc.kernels.aliasing import may_alias_output
 from aotc.kernels.nvrtc_compile import compile_device
+from aotc.compiler import generate_kernels
 from aotc.package.launch_plan import build_launches
 from tests.helpers.host_run import run_on_host
 from tests.helpers.rng import fresh_rng, random_array
@@ -43,6 +44,12 @@ def _declaration(source: str, kernel_name: str) -> str:
     return re.search(rf"{kernel_name}\(([^)]*)\)", source).group(1)
 
 
+def _plan(graph, regions):
+    regions, kernels, writes = generate_kernels(graph, regions)
+    launches, _, memory = build_launches(graph, regions, kernels, writes)
+    return launches, memory
+
+
 def test_in_place_kernel_has_no_restrict_on_the_aliased_pair():
     graph, regions, a, bias = _three_regions()
     kernel = codegen.generate(graph, regions[1])
@@ -53,7 +60,7 @@ def test_in_place_kernel_has_no_restrict_on_the_aliased_pair():
     assert f"const float *__restrict__ {names[bias]}" in decl, "a non-aliased input keeps restrict"
     assert "__ldg" not in kernel.source
     # the plan does write it in place, and the GPU build still compiles
-    _, _, _, memory, _ = build_launches(graph, regions, True)
+    _, memory = _plan(graph, regions)
     assert memory.in_place == 1
     assert compile_device(codegen.module_source([kernel]), "sm_80")[:4] == b"\x7fELF"
 
@@ -73,5 +80,5 @@ def test_kernel_that_cannot_run_in_place_keeps_restrict():
     assert may_alias_output(regions[1], kernel.params[:-1]) == []
     decl = _declaration(kernel.source, kernel.name)
     assert decl.count("__restrict__") == len(kernel.params), decl
-    _, _, _, memory, _ = build_launches(graph, regions, True)
+    _, memory = _plan(graph, regions)
     assert memory.in_place == 0
