@@ -209,19 +209,21 @@ def _dot(b: KernelBuilder) -> Kernel:
     return b.finish("dot", slots, (math.ceil(N / 64), math.ceil(M / 64), B), (256, 1, 1))
 
 
-def _window_loops(em: Emitter, names, out_idx, spatial_dims, kshape, strides_, pads, dils, sizes):
-    """Open one loop per window dim; returns the input coordinates. Caller closes."""
-    coords = []
-    for j, d in enumerate(spatial_dims):
-        k, q = f"{names}k{j}", f"{names}q{j}"
-        em.open(f"for ({em.idx_t} {k} = 0; {k} < {kshape[j]}; ++{k})")
+def _window_nest(idx_t: str, depth: int, out_idx, spatial_dims, kshape, strides_, pads, dils, sizes,
+                 body: str) -> str:
+    """`body` inside one loop per window dim (window_loop.part), the outermost at emitter depth `depth`.
+
+    Tap j's loop variable is k<j> and its input coordinate q<j>; `body` is emitted at depth
+    `depth + len(spatial_dims)`."""
+    for j in reversed(range(len(spatial_dims))):
+        d = spatial_dims[j]
         base = out_idx[d] if strides_[j] == 1 else f"{out_idx[d]} * {strides_[j]}"
         off = f" - {pads[j][0]}" if pads[j][0] else ""
-        kd = k if dils[j] == 1 else f"{k} * {dils[j]}"
-        em.emit(f"const {em.idx_t} {q} = {base}{off} + {kd};")
-        em.emit(f"if ({q} < 0 || {q} >= {sizes[j]}) continue;")
-        coords.append(q)
-    return coords
+        kd = f"k{j}" if dils[j] == 1 else f"k{j} * {dils[j]}"
+        body = instantiate("window_loop.part", dict(idx_t=idx_t, k=f"k{j}", q=f"q{j}", taps=kshape[j],
+                                                    coord=f"{base}{off} + {kd}", size=sizes[j], body=body),
+                           indent=2 * (depth + j))
+    return body
 
 
 def _conv(b: KernelBuilder) -> Kernel:
@@ -248,10 +250,8 @@ def _conv(b: KernelBuilder) -> Kernel:
     oc = f"o{cdim}"            # the template reads the channel variable even when the dim is 1
     if out.shape[cdim] == 1:
         em_idx.emit(f"(void){oc};")
-    em_win = b.emitter(indent=3)
-    q = _window_loops(em_win, "", oidx, spatial, [w.shape[d] for d in spatial], a["strides"],
-                      a["padding"], a["dilations"], [x.shape[d] for d in spatial])
-    ks = [f"k{j}" for j in range(nsp)]
+    em_win = b.emitter(indent=3 + nsp)
+    q, ks = [f"q{j}" for j in range(nsp)], [f"k{j}" for j in range(nsp)]
     if last:
         xv = em_win.value(x, [oidx[0]] + q + ["ci"])
         wv = em_win.value(w, [oidx[cdim]] + ks + ["c"])
@@ -261,12 +261,12 @@ def _conv(b: KernelBuilder) -> Kernel:
     if a.get("precision") == "tf32":        # the op's operands are tf32 values (see ops.round_tf32)
         xv, wv = f"aotc_tf32({xv})", f"aotc_tf32({wv})"
     em_win.emit(f"acc += {xv} * {wv};")
-    for _ in range(nsp):
-        em_win.close()
+    window = _window_nest(b.idx_t, 3, oidx, spatial, [w.shape[d] for d in spatial], a["strides"], a["padding"],
+                          a["dilations"], [x.shape[d] for d in spatial], em_win.text())
     em_epi = b.emitter(indent=2, overrides={out: "acc"})
     b.store_root(em_epi, b.root_index(em_epi, oidx))
     cg, og = w.shape[cdim], w.shape[0] // a["groups"]
-    slots = dict(out_index=em_idx.text(), window=em_win.text(), epilogue=em_epi.text(), total=total,
+    slots = dict(out_index=em_idx.text(), window=window, epilogue=em_epi.text(), total=total,
                  cg=cg, og=og, oc=oc, block=LOOP_BLOCK)
     return b.finish("conv", slots, _grid_1d(total, LOOP_BLOCK), (LOOP_BLOCK, 1, 1))
 
@@ -281,18 +281,16 @@ def _window(b: KernelBuilder) -> Kernel:
     acc_t = _acc_type(x.dtype)
     em_idx = b.emitter(indent=2)
     oidx = unravel(em_idx, "i", out.shape, "o")
-    em_win = b.emitter(indent=2)
     dims = list(range(x.type.rank))
-    q = _window_loops(em_win, "", oidx, dims, a["window"], a["strides"], a["padding"],
-                      a["dilations"], x.shape)
-    v = em_win.value(x, q)
+    em_win = b.emitter(indent=2 + len(dims))
+    v = em_win.value(x, [f"q{j}" for j in dims])
     em_win.emit(f"acc = AOTC_COMBINE_{kind}(acc, ({acc_t})({v}));")
-    for _ in dims:
-        em_win.close()
+    window = _window_nest(b.idx_t, 2, oidx, dims, a["window"], a["strides"], a["padding"], a["dilations"], x.shape,
+                          em_win.text())
     acc_val = "acc" if x.dtype.is_float else f"(({compute_type(out.dtype)})acc)"
     em_epi = b.emitter(indent=2, overrides={out: acc_val})
     b.store_root(em_epi, b.root_index(em_epi, oidx))
-    slots = dict(out_index=em_idx.text(), window=em_win.text(), epilogue=em_epi.text(), total=total,
+    slots = dict(out_index=em_idx.text(), window=window, epilogue=em_epi.text(), total=total,
                  acc_t=acc_t, init=_identity(kind, x.dtype), block=LOOP_BLOCK)
     return b.finish("window", slots, _grid_1d(total, LOOP_BLOCK), (LOOP_BLOCK, 1, 1))
 

@@ -31,10 +31,10 @@ def generate_chain(b: KernelBuilder) -> Kernel:
     for j, (anchor, result) in enumerate(region.phases):
         last = j == len(region.phases) - 1
         per = math.prod(result.shape[1:])
-        em_i = b.emitter(indent=4, overrides=dict(overrides))
+        em_i = b.emitter(indent=3, overrides=dict(overrides))
         out_shape = anchor.outputs[0].shape
         idx = ["n"] + unravel(em_i, "e", out_shape[1:], f"p{j}_")
-        em_a = b.emitter(indent=5, overrides=dict(overrides))
+        em_a = b.emitter(indent=4, overrides=dict(overrides))
         if anchor.op == "reduce":
             x = anchor.inputs[0]
             axes = anchor.attrs["axes"]
@@ -54,7 +54,7 @@ def generate_chain(b: KernelBuilder) -> Kernel:
             part = "chain_gemv.part"
             slots = dict(chans=x.shape[-1], x=xv, w=wv,
                          rnd="aotc_tf32" if anchor.attrs.get("precision") == "tf32" else "")
-        em = b.emitter(indent=4, overrides={**overrides, anchor.outputs[0]: "acc"})
+        em = b.emitter(indent=3, overrides={**overrides, anchor.outputs[0]: "acc"})
         ridx = idx if result.shape == out_shape else ["n"] + unravel(em, "e", result.shape[1:], f"r{j}_")
         val = em.value(result, ridx)
         if last:

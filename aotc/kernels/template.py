@@ -17,8 +17,8 @@ Fragments come in two ways, both through this module:
 
 Conventions: a slot alone on its line at column 0 (`${epilogue}`) holds whole
 lines that carry their own indentation (the expression emitter's output), and
-re-indenting leaves such a line alone; other slots hold expressions and
-numbers. A fragment's leading `//` lines document the fragment and are dropped
+re-indenting leaves such a line alone, as it leaves preprocessor lines; other
+slots hold expressions and numbers. A fragment's leading `//` lines document the fragment and are dropped
 when it is used. To add a kernel family, write `templates/<kind>.cu` and call
 `instantiate` (usually through `KernelBuilder.finish`).
 """
@@ -42,11 +42,12 @@ class TemplateError(CompileError):
 
 
 def _indent(text: str, pad: str) -> str:
-    """`text` with `pad` before each non-empty line, except column-0 block slots (they carry their own)."""
+    """`text` with `pad` before each non-empty line, except column-0 block slots (they carry their own
+    indentation) and preprocessor lines (`#pragma unroll` stays at column 0)."""
     if not pad:
         return text
-    return "".join(line if not line.strip() or _BLOCK_SLOT.match(line.rstrip("\n")) else pad + line
-                   for line in text.splitlines(True))
+    return "".join(line if not line.strip() or line.startswith("#") or _BLOCK_SLOT.match(line.rstrip("\n"))
+                   else pad + line for line in text.splitlines(True))
 
 
 def _read(name: str) -> str:
@@ -96,6 +97,8 @@ def instantiate(name: str, slots: dict, indent: int = 0) -> str:
         raise TemplateError(f"kernel template {name!r} has no slot {unknown[0]!r}"
                             + (f" (nor {', '.join(unknown[1:])})" if len(unknown) > 1 else ""))
     text = _indent(template_text(name), " " * indent)
+    if name.endswith(".part"):         # a fragment becomes a slot value: whole lines, no final newline
+        text = text.rstrip("\n")
     return _SLOT.sub(lambda m: str(slots[m.group(1)]), text)
 
 

@@ -83,8 +83,11 @@ def test_an_include_is_spliced_at_its_lines_indent(templates_in):
 
 
 def test_a_fragment_renders_indented(templates_in):
-    templates_in("f.part", "{\n${body}\n  a = ${v};\n}\n")
-    assert instantiate("f.part", {"body": "  b();", "v": 1}, indent=4) == "    {\n  b();\n      a = 1;\n    }\n"
+    """A fragment as a slot value: `indent` spaces deeper (not its block slots and preprocessor lines),
+    without a final newline (the slot's line has one)."""
+    templates_in("f.part", "{\n${body}\n#pragma unroll\n  a = ${v};\n}\n")
+    assert instantiate("f.part", {"body": "  b();", "v": 1}, indent=4) == \
+        "    {\n  b();\n#pragma unroll\n      a = 1;\n    }"
 
 
 def test_an_include_cycle_is_refused(templates_in):
