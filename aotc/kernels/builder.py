@@ -5,7 +5,10 @@ kernel's pointer parameters (slices of inputs read as views), hands out expressi
 emitters over the region's members, maps the anchor's index to the root's through
 the epilogue, and `finish` fills the family's template (template.py), names the
 kernel by a hash of its text and counts its bytes and FLOPs. `unravel` declares the
-coordinates of a flat index, the index math every family needs.
+coordinates of a flat index, the index math every family needs. The helpers at the
+end are shared by several families (reductions' accumulator types and identities;
+GEMM operand loads and epilogues for the SIMT, tensor-core and conv GEMMs), so no
+family module imports another's.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from aotc.kernels import split_k
 from aotc.kernels.emitter import Emitter, linear, store_expr
 from aotc.kernels.template import instantiate
 
+MAX_GRID = 4096          # blocks of a grid-stride launch; the loops cover the rest
 _NAME_MARK = "__aotc_kernel_name__"   # the name slot while the text is hashed; replaced by the hash name
 
 
@@ -158,7 +162,7 @@ class KernelBuilder:
 
         `split` = (splits, workspace bytes, tile counters) of a kernel doing its own split handoff.
         """
-        params, splits, extra, counters = self.signature(), 1, 0, 0
+        slots, params, splits, extra, counters = dict(slots), self.signature(), 1, 0, 0
         if split is not None:
             splits, extra, counters = split
             params += ", float *__restrict__ aotc_ws, unsigned int *__restrict__ aotc_sem"
@@ -226,4 +230,59 @@ def touched_bytes(v: Value, nodes) -> int:
     return min(v.type.nbytes, sum(n.outputs[0].type.size for n in users) * v.dtype.itemsize)
 
 
-__all__ = ["Kernel", "KernelBuilder", "unravel", "slice_offset", "touched_bytes"]
+# -- shared by several families: reductions (reduce, window, chain), GEMM operands and epilogues
+
+def acc_type(dt) -> str:
+    """The C type a reduction of `dt` values accumulates in."""
+    if dt.is_float:
+        return "float"
+    return "long long" if dt == dtypes.i64 else ("unsigned int" if dt == dtypes.u8 else "int")
+
+
+def reduce_identity(kind: str, dt) -> str:
+    """The C literal a `kind` reduction of `dt` values starts from."""
+    if kind == "sum":
+        return "0" if not dt.is_float else "0.0f"
+    if kind == "prod":
+        return "1" if not dt.is_float else "1.0f"
+    if dt.is_float:
+        return "(-AOTC_INF)" if kind == "max" else "AOTC_INF"
+    lim = {dtypes.i64: ("(-9223372036854775807LL - 1)", "9223372036854775807LL"),
+           dtypes.i32: ("(-2147483647 - 1)", "2147483647"),
+           dtypes.i8: ("-128", "127"), dtypes.u8: ("0u", "255u")}[dt]
+    return lim[0] if kind == "max" else lim[1]
+
+
+def dot_operand_load(b: KernelBuilder, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b,
+                     shape_a, shape_b, target: str, indent: int = 4, overrides=None) -> str:
+    """Code setting `target` to a dot operand at (batch b, flat_a, flat_b), prologue included."""
+    em = b.emitter(indent=indent, overrides=overrides)
+    bi = unravel(em, "b", bshape, f"{var}b_") if bshape else []
+    ai = unravel(em, flat_a, shape_a, f"{var}x_")
+    ci = unravel(em, flat_b, shape_b, f"{var}y_")
+    idx = [""] * value.type.rank
+    for d, e in zip(batch_dims, bi):
+        idx[d] = e
+    for d, e in zip(dims_a, ai):
+        idx[d] = e
+    for d, e in zip(dims_b, ci):
+        idx[d] = e
+    em.emit(f"{target} = {em.value(value, idx)};")
+    return em.text()
+
+
+def dot_epilogue(b: KernelBuilder, bshape, mshape, nshape, M, N, indent: int) -> Emitter:
+    """Epilogue + store for output element (b, m, n), the accumulator in `accv`."""
+    out = b.region.anchor.outputs[0]
+    em = b.emitter(indent=indent, overrides={out: "accv"})
+    idx = (unravel(em, "b", bshape, "ob") if bshape else []) + unravel(em, "m", mshape, "om") \
+        + unravel(em, "n", nshape, "on")
+    if len(idx) != out.type.rank:      # the dot's output dims are (batch, lhs free, rhs free) in order
+        em.emit(f"const {b.idx_t} lin_o = (b * {M} + m) * {N} + n;")
+        idx = unravel(em, "lin_o", out.shape, "oo")
+    b.store_root(em, b.root_index(em, idx))
+    return em
+
+
+__all__ = ["Kernel", "KernelBuilder", "unravel", "slice_offset", "touched_bytes", "acc_type", "reduce_identity",
+           "dot_operand_load", "dot_epilogue", "MAX_GRID"]

@@ -11,16 +11,21 @@ from __future__ import annotations
 import math
 
 from aotc.errors import UnsupportedError
+from aotc.fusion.regions import Region
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph
-from aotc.kernels.builder import Kernel, KernelBuilder, unravel
+from aotc.kernels import codegen_conv as cc
+from aotc.kernels.builder import (MAX_GRID, Kernel, KernelBuilder, acc_type, dot_epilogue, dot_operand_load,
+                                  reduce_identity, unravel)
+from aotc.kernels.codegen_attention import generate_attention
+from aotc.kernels.codegen_chain import generate_chain
+from aotc.kernels.codegen_dot_mma import generate_dot_mma
 from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
 from aotc.kernels.codegen_norm_prologue import norm_row_stats
 from aotc.kernels.codegen_vector import vector_loop
-from aotc.kernels.emitter import Emitter, compute_type, linear, literal, store_expr
+from aotc.kernels.emitter import compute_type, linear, literal, store_expr
 from aotc.kernels.template import instantiate
 
-MAX_GRID = 4096          # grid-stride loops cover the rest
 LOOP_BLOCK = 256
 WARP_ROW_MAX = 256       # rows up to this long get a warp each (8 per block), longer ones a block
 ROW_WARPS = 8
@@ -34,8 +39,6 @@ def generate(graph: Graph, region: Region, producer=None, split_k: bool = True) 
     """The kernel computing `region` of `graph` (`split_k`: may split a GEMM's K loop, see split_k.py)."""
     producer = producer if producer is not None else graph.producers()
     b = KernelBuilder(graph, region, producer, split_k)
-    from aotc.kernels.codegen_attention import generate_attention
-    from aotc.kernels.codegen_chain import generate_chain
     gen = {"loop": _loop, "reduction": _reduction, "dot": _dot, "conv": _conv, "window": _window,
            "row": _row, "attention": generate_attention, "chain": generate_chain}
     return gen[region.kind](b)
@@ -76,7 +79,7 @@ def _row(b: KernelBuilder) -> Kernel:
         idx = kept + unravel(em, "c", inner, f"c{j}_")
         v = em.value(red.inputs[0], idx)
         phases.append(instantiate("reduce_phase.part", dict(
-            red=f"red{j}", init=_identity(kind, red.inputs[0].dtype), idx_t=b.idx_t, first=first, extent=extent,
+            red=f"red{j}", init=reduce_identity(kind, red.inputs[0].dtype), idx_t=b.idx_t, first=first, extent=extent,
             step=step, load=em.text(), kind=kind, value=v,
             combine=f"aotc_warp_{kind}(acc)" if warp else f"aotc_block_{kind}(acc, aotc_sh)"), indent=4))
         overrides[red.outputs[0]] = f"red{j}"
@@ -90,25 +93,6 @@ def _row(b: KernelBuilder) -> Kernel:
     return b.finish("row", slots, (max(1, min(rows, MAX_GRID)), 1, 1), (block, 1, 1))
 
 
-def _acc_type(dt) -> str:
-    if dt.is_float:
-        return "float"
-    return "long long" if dt == dtypes.i64 else ("unsigned int" if dt == dtypes.u8 else "int")
-
-
-def _identity(kind: str, dt) -> str:
-    if kind == "sum":
-        return "0" if not dt.is_float else "0.0f"
-    if kind == "prod":
-        return "1" if not dt.is_float else "1.0f"
-    if dt.is_float:
-        return "(-AOTC_INF)" if kind == "max" else "AOTC_INF"
-    lim = {dtypes.i64: ("(-9223372036854775807LL - 1)", "9223372036854775807LL"),
-           dtypes.i32: ("(-2147483647 - 1)", "2147483647"),
-           dtypes.i8: ("-128", "127"), dtypes.u8: ("0u", "255u")}[dt]
-    return lim[0] if kind == "max" else lim[1]
-
-
 def _reduction(b: KernelBuilder) -> Kernel:
     anchor = b.region.anchor
     x = anchor.inputs[0]
@@ -117,7 +101,7 @@ def _reduction(b: KernelBuilder) -> Kernel:
     out = anchor.outputs[0]
     rows = out.type.size
     extent = math.prod(x.shape[a] for a in axes)
-    acc_t = _acc_type(x.dtype)
+    acc_t = acc_type(x.dtype)
     warp = extent <= WARP_ROW_MAX
     block = 256 if extent >= 256 or warp else max(32, 32 * math.ceil(extent / 32))
     em_row = b.emitter(indent=2)
@@ -133,42 +117,11 @@ def _reduction(b: KernelBuilder) -> Kernel:
     em_epi = b.emitter(indent=4, overrides={out: acc_val})
     b.store_root(em_epi, b.root_index(em_epi, kept))     # the epilogue may reshape or transpose
     slots = dict(row_index=em_row.text(), load=em_load.text(), epilogue=em_epi.text(), rows=rows,
-                 extent=extent, acc_t=acc_t, init=_identity(kind, x.dtype), kind=kind, block=block)
+                 extent=extent, acc_t=acc_t, init=reduce_identity(kind, x.dtype), kind=kind, block=block)
     if warp:
         return b.finish("reduce_warp", dict(slots, warps=ROW_WARPS), (max(1, min(math.ceil(rows / ROW_WARPS), MAX_GRID)), 1, 1),
                         (block, 1, 1))
     return b.finish("reduce", slots, (max(1, min(rows, MAX_GRID)), 1, 1), (block, 1, 1))
-
-
-def dot_operand_load(b: KernelBuilder, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b,
-                     shape_a, shape_b, target: str, indent: int = 4, overrides=None) -> str:
-    """Code setting `target` to a dot operand at (batch b, flat_a, flat_b), prologue included."""
-    em = b.emitter(indent=indent, overrides=overrides)
-    bi = unravel(em, "b", bshape, f"{var}b_") if bshape else []
-    ai = unravel(em, flat_a, shape_a, f"{var}x_")
-    ci = unravel(em, flat_b, shape_b, f"{var}y_")
-    idx = [""] * value.type.rank
-    for d, e in zip(batch_dims, bi):
-        idx[d] = e
-    for d, e in zip(dims_a, ai):
-        idx[d] = e
-    for d, e in zip(dims_b, ci):
-        idx[d] = e
-    em.emit(f"{target} = {em.value(value, idx)};")
-    return em.text()
-
-
-def dot_epilogue(b: KernelBuilder, bshape, mshape, nshape, M, N, indent: int) -> Emitter:
-    """Epilogue + store for output element (b, m, n), the accumulator in `accv`."""
-    out = b.region.anchor.outputs[0]
-    em = b.emitter(indent=indent, overrides={out: "accv"})
-    idx = (unravel(em, "b", bshape, "ob") if bshape else []) + unravel(em, "m", mshape, "om") \
-        + unravel(em, "n", nshape, "on")
-    if len(idx) != out.type.rank:      # the dot's output dims are (batch, lhs free, rhs free) in order
-        em.emit(f"const {b.idx_t} lin_o = (b * {M} + m) * {N} + n;")
-        idx = unravel(em, "lin_o", out.shape, "oo")
-    b.store_root(em, b.root_index(em, idx))
-    return em
 
 
 def _dot(b: KernelBuilder) -> Kernel:
@@ -187,7 +140,6 @@ def _dot(b: KernelBuilder) -> Kernel:
     row_stats, norm = norm_row_stats(b, mshape, kshape, M, K)
     if lhs.dtype == rhs.dtype and (lhs.dtype in (dtypes.f16, dtypes.bf16) or
                                    anchor.attrs.get("precision") == "tf32"):
-        from aotc.kernels.codegen_dot_mma import generate_dot_mma
         return generate_dot_mma(b, (bshape, mshape, nshape, kshape, B, M, N, K), row_stats, norm)
 
     def operand_load(var, value, batch_dims, dims_a, dims_b, flat_a, flat_b, shape_a, shape_b):
@@ -234,7 +186,6 @@ def _conv(b: KernelBuilder) -> Kernel:
     nsp = x.type.rank - 2
     total = out.type.size
     if a.get("layout", "NCHW") == "NHWC":
-        from aotc.kernels import codegen_conv as cc
         if cc.project_source(b.region) is not None:
             return cc.generate_depthwise_project(b)
         if cc.is_depthwise(b) and cc.depthwise_fits(b):
@@ -278,7 +229,7 @@ def _window(b: KernelBuilder) -> Kernel:
     a = anchor.attrs
     kind = a["kind"]
     total = out.type.size
-    acc_t = _acc_type(x.dtype)
+    acc_t = acc_type(x.dtype)
     em_idx = b.emitter(indent=2)
     oidx = unravel(em_idx, "i", out.shape, "o")
     dims = list(range(x.type.rank))
@@ -291,7 +242,7 @@ def _window(b: KernelBuilder) -> Kernel:
     em_epi = b.emitter(indent=2, overrides={out: acc_val})
     b.store_root(em_epi, b.root_index(em_epi, oidx))
     slots = dict(out_index=em_idx.text(), window=window, epilogue=em_epi.text(), total=total,
-                 acc_t=acc_t, init=_identity(kind, x.dtype), block=LOOP_BLOCK)
+                 acc_t=acc_t, init=reduce_identity(kind, x.dtype), block=LOOP_BLOCK)
     return b.finish("window", slots, _grid_1d(total, LOOP_BLOCK), (LOOP_BLOCK, 1, 1))
 
 

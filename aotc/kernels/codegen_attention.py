@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 
 from aotc.fusion.attention import free_dim
-from aotc.kernels.builder import Kernel, KernelBuilder, unravel
-from aotc.kernels.codegen import MAX_GRID
+from aotc.kernels.builder import MAX_GRID, Kernel, KernelBuilder, unravel
 
 
 def _operand(b: KernelBuilder, value, dot, side: str, batch_idx, row: str, col: str, indent: int, var: str) -> str:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import math
 
-from aotc.kernels.builder import Kernel, KernelBuilder, unravel
-from aotc.kernels.codegen import _acc_type, _identity
+from aotc.kernels.builder import Kernel, KernelBuilder, acc_type, reduce_identity, unravel
 from aotc.kernels.emitter import linear, store_expr
 from aotc.kernels.template import instantiate
 
@@ -44,7 +43,7 @@ def generate_chain(b: KernelBuilder) -> Kernel:
                 full.append(next(ri) if d in axes else next(ki))
             value = em_a.value(x, full)
             part = "chain_reduce.part"
-            slots = dict(acc_t=_acc_type(x.dtype), init=_identity(anchor.attrs["kind"], x.dtype),
+            slots = dict(acc_t=acc_type(x.dtype), init=reduce_identity(anchor.attrs["kind"], x.dtype),
                          kind=anchor.attrs["kind"], extent=math.prod(x.shape[a] for a in axes), value=value,
                          idx_t=b.idx_t)
         else:          # a 1x1 conv on a 1x1 image: out[n, 0, 0, o] = sum_c x[n, 0, 0, c] * w[o, 0, 0, c]

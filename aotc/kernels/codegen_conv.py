@@ -22,8 +22,7 @@ from __future__ import annotations
 import math
 
 from aotc.ir import dtypes
-from aotc.kernels.builder import Kernel, KernelBuilder, unravel
-from aotc.kernels.codegen import dot_epilogue
+from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, unravel
 from aotc.kernels.template import instantiate
 
 DW_CHANNELS = 32            # channels per depthwise block (threads are channel-fastest)

@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 
 from aotc.ir import dtypes, ops
-from aotc.kernels.builder import Kernel, KernelBuilder
-from aotc.kernels.codegen import dot_epilogue, dot_operand_load
+from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, dot_operand_load
 from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from aotc.fusion.regions import partition
 from aotc.ir.graph import GraphBuilder
-from aotc.kernels.builder import KernelBuilder, slice_offset, unravel
+from aotc.ir import dtypes
+from aotc.kernels.builder import KernelBuilder, acc_type, reduce_identity, slice_offset, unravel
 from aotc.kernels.template import TemplateError
 from tests.helpers.rng import fresh_rng
 
@@ -93,3 +94,11 @@ def test_finish_refuses_a_wrong_slot():
         _builder(graph).finish("loop", slots, (1, 1, 1), (256, 1, 1))
     with pytest.raises(TemplateError, match="'loop.cu' has no slot 'vectr'"):
         _builder(graph).finish("loop", dict(slots, vector="", vectr=""), (1, 1, 1), (256, 1, 1))
+
+
+@pytest.mark.parametrize("kind,dt,acc,start", [
+    ("sum", dtypes.f32, "float", "0.0f"), ("max", dtypes.f16, "float", "(-AOTC_INF)"),
+    ("min", dtypes.i64, "long long", "9223372036854775807LL"), ("max", dtypes.i8, "int", "-128"),
+    ("prod", dtypes.i32, "int", "1"), ("min", dtypes.u8, "unsigned int", "255u")])
+def test_reductions_accumulate_wide_from_their_identity(kind, dt, acc, start):
+    assert acc_type(dt) == acc and reduce_identity(kind, dt) == start
