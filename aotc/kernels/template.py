@@ -33,6 +33,7 @@ from aotc.errors import CompileError
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 _SLOT = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _INCLUDE = re.compile(r"^([ \t]*)\$\{include ([A-Za-z0-9_.]+)\}[ \t]*$", re.M)
+_MALFORMED = re.compile(r"\$\{(?![A-Za-z_][A-Za-z0-9_]*\})")
 _BLOCK_SLOT = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
 _MAX_INCLUDE_DEPTH = 8
 
@@ -66,7 +67,13 @@ def _read(name: str) -> str:
 @functools.lru_cache(maxsize=None)
 def template_text(name: str) -> str:
     """The template `name` (a file in templates/) with its `${include ...}` lines expanded."""
-    return _expand(name, (name,))
+    text = _expand(name, (name,))
+    bad = _MALFORMED.search(text)
+    if bad:                            # `${ x}`, an include inside a line: never filled, so refused here
+        excerpt = text[bad.start():].split("\n")[0][:30]
+        raise TemplateError(f"kernel template {name!r}: malformed slot {excerpt!r} at line "
+                            f"{text.count(chr(10), 0, bad.start()) + 1}")
+    return text
 
 
 def _expand(name: str, stack: tuple) -> str:

@@ -97,6 +97,13 @@ def test_an_include_cycle_is_refused(templates_in):
         instantiate("a.part", {})
 
 
+@pytest.mark.parametrize("text", ["x = ${ v};\n", "a;\n  b; ${include f.part}\n", "y = ${v\n"])
+def test_a_malformed_slot_is_refused_when_the_template_loads(templates_in, text):
+    templates_in("t.cu", text)
+    with pytest.raises(TemplateError, match=r"kernel template 't.cu': malformed slot '\$\{.*' at line \d"):
+        instantiate("t.cu", {})
+
+
 def test_a_missing_fragment_is_named(templates_in):
     templates_in("t.cu", "${include gone.part}\n")
     with pytest.raises(TemplateError, match="'gone.part' not found"):
