@@ -367,7 +367,7 @@ def _find_epilogue_anchor(root: Node, users, producer, outputs, reasons):
     The chain keeps the anchor's element count. The kernel maps its accumulator's
     index through the chain's reshapes (same linear offset) and transposes
     (permuted) to the root's index and evaluates the epilogue there
-    (codegen._Builder.root_index): an NCHW model's output transpose after its
+    (builder.KernelBuilder.root_index): an NCHW model's output transpose after its
     last conv costs no kernel of its own.
     """
     if ops.category(root.op) != ops.ELEMENTWISE and root.op not in ("reshape", "transpose"):

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from aotc.errors import CompileError
 from aotc.kernels.cache import cache_lookup, cache_store, cached_bytes
+from aotc.kernels.template import check_filled
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 _TARGET_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
@@ -143,6 +144,7 @@ def compile_device(source: str, target: str, *, fast_compile: bool = False) -> b
     """
     if not _TARGET_RE.match(target):
         raise CompileError(f"bad GPU target {target!r}: expected sm_XY or compute_XY, e.g. sm_90")
+    check_filled(source)
     options = _options(target, fast_compile)
     return cached_bytes("nvrtc", _key(source, options), lambda: _nvrtc_compile(source, target, options))
 
@@ -164,6 +166,7 @@ def compile_device_with_ptx(source: str, sm_target: str, *, fast_compile: bool =
     """
     if not re.match(r"sm_\d+\Z", sm_target):
         raise CompileError(f"bad GPU target {sm_target!r}: expected sm_XY")
+    check_filled(source)
     ptx_target = "compute_" + sm_target[3:]
     sm_opts, ptx_opts = (_options(t, fast_compile) for t in (sm_target, ptx_target))
     cubin, ptx = cache_lookup("nvrtc", _key(source, sm_opts)), cache_lookup("nvrtc", _key(source, ptx_opts))
@@ -187,6 +190,7 @@ def compile_device_nvcc(source: str, target: str) -> bytes:
     nvcc = find_nvcc()
     if nvcc is None:
         raise CompileError("nvcc not found (set AOTC_NVCC or install the CUDA toolkit)")
+    check_filled(source)
     kind = "-cubin" if target.startswith("sm_") else "-ptx"
     with tempfile.TemporaryDirectory(prefix="aotc-nvcc-") as tmp:
         src, out = Path(tmp) / "k.cu", Path(tmp) / "k.out"
