@@ -143,7 +143,7 @@ def test_tf32_leaves_attention_gemms_in_f32():
     """The flash-attention kernel cannot honor operand rounding, so its two GEMMs are not marked."""
     g = import_onnx(transformer_block()[0])
     out = precision.make("tf32")(g)
-    from aotc.fusion.attention import find_attention
+    from aotc.patterns.attention import find_attention
     matches = find_attention(out)
     assert matches
     att = {n for m in matches.values() for n in (m.qk, m.pv)}

@@ -42,7 +42,7 @@ extern "C" __global__ void __launch_bounds__(128) bounded(float *y) { y[threadId
 def ptxas_report(source: str, arch: str) -> dict[str, dict]:
     """The oracle: what `ptxas -v` (through NVRTC) says of each kernel."""
     from cuda.bindings import nvrtc
-    opts = [o.encode() for o in _options(arch, True) + ["--ptxas-options=-v"]]
+    opts = [o.encode() for o in _options(arch) + ["--ptxas-options=-v"]]
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"k.cu", 0, [], [])
     try:
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)

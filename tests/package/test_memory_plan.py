@@ -100,7 +100,7 @@ def test_random_plans_with_reuse_never_overlap_live_buffers():
 
 
 def _region_case(transpose=False, convert=False):
-    from aotc.fusion.regions import Region
+    from aotc.fusion.region import Region
     from aotc.ir.graph import GraphBuilder
     b = GraphBuilder()
     x = b.input("x", (8, 8))

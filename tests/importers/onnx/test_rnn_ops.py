@@ -12,6 +12,7 @@ from onnx import helper
 
 import aotc.compiler
 from aotc.errors import UnsupportedError
+from aotc.fusion.region import GatedPayload
 from aotc.hlo_passes.verify import verify
 from aotc.importers.onnx import import_onnx
 from aotc.ir.interpreter import interpret
@@ -216,4 +217,4 @@ def test_gru_engine_on_cpu_device_matches_onnxruntime(lbr):
     outs = engine.create_context("cpu").run(feeds)
     for name, w in zip(["Y", "Y_h"], want):
         np.testing.assert_allclose(outs[name], w, rtol=1e-4, atol=1e-5, err_msg=f"{name} (seed {seed})")
-    assert any(r.gated for r in result.regions)
+    assert any(r.payload_as(GatedPayload) for r in result.regions)

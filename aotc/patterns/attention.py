@@ -13,6 +13,10 @@ are used only inside the pattern, so the whole thing can be one
 flash-attention kernel (online softmax, no S x S matrix in memory). Q, K and
 V may arrive through transposes/reshapes (the region's prologue); the mask
 and scale are side inputs of f.
+
+The finder is structure only: what one kernel can take (head sizes) is the
+attention kernel family's rule (aotc.fusion.rules.attention), and a pass
+that asks (precision) gets the same answer whatever kernel runs it.
 """
 from __future__ import annotations
 
@@ -20,9 +24,7 @@ from dataclasses import dataclass, field
 
 from aotc.ir import ops
 from aotc.ir.graph import Graph, Node, Value
-
-MAX_HEAD_DIM = 128      # static shared memory holds K and V tiles of 32 x head_dim
-
+from aotc.ir.walk import walk
 
 @dataclass
 class AttentionMatch:
@@ -46,6 +48,7 @@ def _batched_dot(n: Node, nb: int) -> bool:
 
 
 def free_dim(n: Node, side: str) -> int:
+    """The one free (neither batch nor contracted) dim of operand `side` ('lhs' or 'rhs') of a batched dot."""
     a = n.attrs
     used = set(a[f"{side}_batch"]) | set(a[f"{side}_contract"])
     rank = n.inputs[0 if side == "lhs" else 1].type.rank
@@ -107,22 +110,21 @@ def _match_one(pv: Node, producer, users, outputs) -> AttentionMatch | None:
         return None
     # walk the elementwise chain from X down to the Q·K dot
     chain: set[Node] = set()
-    qk = None
-    frontier = [x_val]
-    while frontier:
-        v = frontier.pop()
+    dots: set[Node] = set()
+
+    def up(v):
         n = producer.get(v)
-        if n is None:
-            continue
-        if n.op == "dot_general" and v.shape == x_val.shape:
-            if qk is not None and n is not qk:
-                return None
-            qk = n
-            continue
-        if ops.category(n.op) == ops.ELEMENTWISE and v.shape == x_val.shape and n not in chain:
+        if n is not None and n.op == "dot_general" and v.shape == x_val.shape:
+            dots.add(n)
+        elif n is not None and ops.category(n.op) == ops.ELEMENTWISE and v.shape == x_val.shape:
             chain.add(n)
-            frontier.extend(n.inputs)
-    if qk is None or not _batched_dot(qk, nb):
+            yield from n.inputs
+
+    walk([x_val], up)
+    if len(dots) != 1:
+        return None
+    (qk,) = dots
+    if not _batched_dot(qk, nb):
         return None
     # chain nodes that do not depend on the dot are side computations, not chain
     depends = {qk}
@@ -145,18 +147,19 @@ def _match_one(pv: Node, producer, users, outputs) -> AttentionMatch | None:
     sq, sk = x_val.shape[nb], x_val.shape[nb + 1]
     dh = q.shape[qk.attrs["lhs_contract"][0]]
     dv = v_val.shape[free_dim(pv, "rhs")]
-    if dh > MAX_HEAD_DIM or dv > MAX_HEAD_DIM or not q.dtype.is_float:
+    if not q.dtype.is_float:
         return None
     return AttentionMatch(qk, pv, x_val, nodes, batch_shape, sq, sk, dh, dv)
 
 
-def find_attention(graph: Graph) -> dict[Node, AttentionMatch]:
-    """Map each attention output dot (P·V) to its match."""
+def find_attention(graph: Graph, fits=None) -> dict[Node, AttentionMatch]:
+    """Map each attention output dot (P·V) to its match; `fits(match)`, if given, keeps only the matches it
+    accepts (a kernel family's limits)."""
     producer, users, outputs = graph.producers(), graph.users(), set(graph.outputs)
     found = {}
     for n in graph.nodes:
         if n.op == "dot_general":
             m = _match_one(n, producer, users, outputs)
-            if m is not None:
+            if m is not None and (fits is None or fits(m)):
                 found[n] = m
     return found
