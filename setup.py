@@ -7,11 +7,19 @@ It is an ordinary C shared library (C99, libc + dlopen + pthreads), not a
 Python extension module: the Python side loads it with ctypes
 (aotc/package/runtime_binding.py), so it has no Python C API dependency and
 is the very library a C serving process links against.
+
+It also says what a static table cannot: the package list. The repository
+keeps the command line in a top-level `cli/` folder, but it installs as
+`aotc.cli` (package_dir), so nothing named `cli` lands at the top of
+site-packages. Packages are found, not listed, so a new subpackage of aotc
+ships without an edit here; the kernel templates and the runtime's C sources
+ship as package data (pyproject.toml), because the compiler reads them at
+run time.
 """
 import os
 import sysconfig
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 RUNTIME = "aotc/package/runtime"
@@ -54,4 +62,7 @@ fakecuda = Extension(
     libraries=["dl", "pthread"],
 )
 
-setup(ext_modules=[runtime, fakecuda] if os.name == "posix" else [], cmdclass={"build_ext": build_runtime})
+PACKAGES = find_packages(include=["aotc", "aotc.*"]) + ["aotc.cli"]
+
+setup(packages=PACKAGES, package_dir={"aotc.cli": "cli"},
+      ext_modules=[runtime, fakecuda] if os.name == "posix" else [], cmdclass={"build_ext": build_runtime})

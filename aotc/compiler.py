@@ -81,7 +81,7 @@ STABLEHLO_SUFFIXES = (".mlir", ".mlirbc", ".jaxexport", ".exported")
 
 
 def _is_stablehlo(data: bytes) -> bool:
-    from aotc.importers.stablehlo_mlir import looks_like_stablehlo
+    from aotc.importers.stablehlo.mlir import looks_like_stablehlo
     return looks_like_stablehlo(data)
 
 
@@ -160,7 +160,8 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
 
     stage("codegen")
     say(f"generating kernels for {len(regions)} regions")
-    kernels, launches, weights, memory, _ = build_launches(optimized, regions, split_k)
+    regions, kernels, writes = generate_kernels(optimized, regions, split_k)
+    launches, weights, memory = build_launches(optimized, regions, kernels, writes)
     source = codegen.module_source(kernels)
     names = list(dict.fromkeys(k.name for k in kernels))
     done("codegen")
@@ -182,6 +183,16 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
                   "fast_compile": fast_compile, "split_k": split_k})
     done("package")
     return CompileResult(plan, imported, optimized, times, memory.lower_bound, regions, kernels, report)
+
+
+def generate_kernels(graph: Graph, regions: list, split_k: bool = True):
+    """(regions with a copy region per graph output no region writes, one Kernel per region,
+    region index -> graph output position): what the package stage's build_launches takes."""
+    from aotc.kernels import codegen
+    from aotc.package.launch_plan import add_output_copies
+    regions, writes = add_output_copies(graph, regions)
+    producer = graph.producers()
+    return regions, [codegen.generate(graph, r, producer, split_k) for r in regions], writes
 
 
 def _timed(fn, *args):

@@ -1,13 +1,13 @@
 """Fusion report: what aotc makes of the real e2e architectures (no GPU needed).
 
 For ResNet-50, MobileNetV2, BERT-base, GPT-2 small and ViT-B/16 (random
-weights, tests/e2e/real_models.py) prints: ONNX nodes, kernels launched per
+weights, aotc/bench/models/real.py) prints: ONNX nodes, kernels launched per
 inference, distinct kernels, modelled bytes moved vs the minimum (weights +
 inputs + outputs, each touched once), compile time per stage with the default
 targets, cold (fresh kernel cache) and warm (median of 3), how many GEMM/conv launches fill
 less than half the H200's SMs, and the split-K launches with their partials.
 
-    python bench/fusion_report.py [model ...]
+    python -m bench.fusion_report [model ...]
 """
 from __future__ import annotations
 
@@ -15,11 +15,8 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.e2e.real_models import REAL_MODELS  # noqa: E402
+from aotc.bench.models.real import REAL_MODELS
 
 
 def minimum_bytes(plan) -> int:

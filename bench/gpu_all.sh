@@ -73,21 +73,21 @@ step() {
 }
 
 if [ "$quick" = 1 ]; then
-  step gpu_check_small 300 python3 bench/gpu_check.py fp32 --models small --only mlp,transformer_block "${no_cpu[@]}"
-  step gpu_check_zoo 300 python3 bench/gpu_check.py fp32 --models zoo --only llama "${no_cpu[@]}"
-  step gpu_runtime_check 200 python3 bench/gpu_runtime_check.py --models mlp --iters 5 --seconds 0.3
-  step gpu_split_k 200 python3 bench/gpu_split_k.py --small --precisions fp32 --rounds 1 --iterations 3
-  step gpu_kernels 200 python3 bench/gpu_kernels.py --small --cases gemm --precisions fp32 --against onnxruntime \
+  step gpu_check_small 300 python3 -m bench.gpu_check fp32 --models small --only mlp,transformer_block "${no_cpu[@]}"
+  step gpu_check_zoo 300 python3 -m bench.gpu_check fp32 --models zoo --only llama "${no_cpu[@]}"
+  step gpu_runtime_check 200 python3 -m bench.gpu_runtime_check --models mlp --iters 5 --seconds 0.3
+  step gpu_split_k 200 python3 -m bench.gpu_split_k --small --precisions fp32 --rounds 1 --iterations 3
+  step gpu_kernels 200 python3 -m bench.gpu_kernels --small --cases gemm --precisions fp32 --against onnxruntime \
     --iterations 3
 else
-  step gpu_check_small 100 python3 bench/gpu_check.py fp32,tf32,fp16 --models small "${no_cpu[@]}"
-  step gpu_check_real 150 python3 bench/gpu_check.py fp32,fp16 --models real --no-cpu
-  step gpu_runtime_check 60 python3 bench/gpu_runtime_check.py --models transformer_block,bert_base \
+  step gpu_check_small 100 python3 -m bench.gpu_check fp32,tf32,fp16 --models small "${no_cpu[@]}"
+  step gpu_check_real 150 python3 -m bench.gpu_check fp32,fp16 --models real --no-cpu
+  step gpu_runtime_check 60 python3 -m bench.gpu_runtime_check --models transformer_block,bert_base \
     --iters 100 --seconds 1
-  step gpu_split_k 100 python3 bench/gpu_split_k.py --models resnet50,bert_base --precisions fp32 --rounds 3 \
+  step gpu_split_k 100 python3 -m bench.gpu_split_k --models resnet50,bert_base --precisions fp32 --rounds 3 \
     --iterations 10
-  step gpu_check_zoo 120 python3 bench/gpu_check.py fp32,fp16 --models zoo "${no_cpu[@]}"
-  step gpu_kernels 60 python3 bench/gpu_kernels.py --precisions fp32,fp16 --iterations 20 --max-seconds 1
+  step gpu_check_zoo 120 python3 -m bench.gpu_check fp32,fp16 --models zoo "${no_cpu[@]}"
+  step gpu_kernels 60 python3 -m bench.gpu_kernels --precisions fp32,fp16 --iterations 20 --max-seconds 1
 fi
 
 python3 -m aotc.bench.gpu_report "$dest/gpu_all.json" "$parts"/preflight.json "$parts"/gpu_*.json \

@@ -3,7 +3,7 @@
 Run on a machine with an NVIDIA GPU (see bench/gpu_check.sh). Prints one
 table row per model: max relative difference cuda vs cpu, cuda vs
 onnxruntime, and the median cuda latency over 20 runs, for each precision
-(fp32, tf32, fp16 by default; `python bench/gpu_check.py fp32,tf32` to choose;
+(fp32, tf32, fp16 by default; `python -m bench.gpu_check fp32,tf32` to choose;
 `--models real` for ResNet-50, MobileNetV2, BERT-base, GPT-2 small, ViT-B/16;
 `--models zoo` for the exporter-style zoo: LLaMA, EfficientNet, UNet, YOLO, Whisper, T5).
 Exits non-zero if any model disagrees beyond TOLERANCE (the GPU uses fast-math
@@ -21,13 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import aotc.compiler  # noqa: E402
-from aotc.bench.gpu_report import Rows, one_line, rel_error, within  # noqa: E402
-from aotc.package.runtime_binding import Engine  # noqa: E402
-from aotc.testing.fakecuda import active as stand_in  # noqa: E402
-from tests.e2e.models import MODELS  # noqa: E402
+import aotc.compiler
+from aotc.bench.gpu_report import Rows, one_line, rel_error, within
+from aotc.bench.models.small import MODELS
+from aotc.package.runtime_binding import Engine
+from aotc.testing.fakecuda import active as stand_in
 
 
 # max relative difference allowed: (cuda vs cpu, cuda vs onnxruntime fp32). The cpu device runs
@@ -109,10 +107,10 @@ if __name__ == "__main__":
     if args.models in ("small", "all"):
         chosen.update(MODELS)
     if args.models in ("real", "all"):
-        from tests.e2e.real_models import REAL_MODELS
+        from aotc.bench.models.real import REAL_MODELS
         chosen.update(REAL_MODELS)
     if args.models in ("zoo", "all"):
-        from tests.e2e.zoo_models import ZOO_MODELS
+        from aotc.bench.models.zoo import ZOO_MODELS
 
         def fixed(build):           # zoo builders return a feed maker; static shapes only
             model, make_feeds = build()

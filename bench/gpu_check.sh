@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check for issue 2, one command on a machine with an NVIDIA GPU and no
+# GPU check, one command on a machine with an NVIDIA GPU and no
 # network (the device image has numpy, onnx, onnxruntime, cuda-bindings and
 # the NVRTC wheel): build the C runtime in place, then compile the e2e models
 # and compare --device cuda with --device cpu and onnxruntime.
@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 bash bench/gpu_install.sh
 python3 -m aotc.bench.gpu_preflight || { echo "preflight failed: see the MISSING lines above"; exit 1; }
-python3 bench/gpu_check.py
+python3 -m bench.gpu_check

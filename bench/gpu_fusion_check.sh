@@ -12,9 +12,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 bash bench/gpu_install.sh
 python3 -m aotc.bench.gpu_preflight || { echo "preflight failed: see the MISSING lines above"; exit 1; }
 status=0
-python3 bench/gpu_check.py fp32,tf32,fp16 --models small || status=1
-python3 bench/gpu_check.py fp32,fp16 --models zoo || status=1
-python3 bench/gpu_check.py fp32,tf32,fp16 --models real --no-cpu || status=1
-python3 bench/gpu_kernels.py --precisions fp32,tf32,fp16 || status=1
-python3 bench/gpu_split_k.py --precisions fp32,fp16 || status=1
+python3 -m bench.gpu_check fp32,tf32,fp16 --models small || status=1
+python3 -m bench.gpu_check fp32,fp16 --models zoo || status=1
+python3 -m bench.gpu_check fp32,tf32,fp16 --models real --no-cpu || status=1
+python3 -m bench.gpu_kernels --precisions fp32,tf32,fp16 || status=1
+python3 -m bench.gpu_split_k --precisions fp32,fp16 || status=1
 exit $status

@@ -7,8 +7,8 @@ in torch) and onnxruntime's CUDA provider where installed; a missing system is
 a "not installed" row, never a crash. Each row shows p50/p99, the error
 against the numpy interpreter, and % of aotc's H200 roofline floor.
 
-    python bench/gpu_kernels.py [--cases gemm,conv,attention,elementwise] [--precisions fp32,tf32,fp16]
-    python bench/gpu_kernels.py --device cpu --small --against onnxruntime     (smoke run, no GPU)
+    python -m bench.gpu_kernels [--cases gemm,conv,attention,elementwise] [--precisions fp32,tf32,fp16]
+    python -m bench.gpu_kernels --device cpu --small --against onnxruntime     (smoke run, no GPU)
 
 Needs an NVIDIA GPU (bench/gpu_bench.sh is the whole-model sibling).
 """
@@ -16,19 +16,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import onnx  # noqa: E402
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from aotc.bench.driver import run_bench  # noqa: E402
-from aotc.bench.gpu_report import Rows, within  # noqa: E402
-from aotc.bench.report import format_suite  # noqa: E402
-from aotc.bench.source import Source  # noqa: E402
+from aotc.bench.driver import run_bench
+from aotc.bench.gpu_report import Rows, within
+from aotc.bench.report import format_suite
+from aotc.bench.source import Source
 
 F = TensorProto.FLOAT
 

@@ -1,6 +1,6 @@
 """GPU check for the serving runtime: CUDA graph replay vs plain launches, and
 multi-context throughput. Needs an NVIDIA GPU (run by bench/gpu_check.sh's
-sibling: `python3 bench/gpu_runtime_check.py [--models transformer_block,bert_base]`).
+sibling: `python3 -m bench.gpu_runtime_check [--models transformer_block,bert_base]`).
 
 Per model, one context per mode, inputs and outputs bound once as host
 buffers (the context stages them; the graph holds only the kernels):
@@ -26,19 +26,17 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import aotc.compiler  # noqa: E402
-from aotc.bench.gpu_report import Rows, rel_error, within  # noqa: E402
-from aotc.package import runtime_binding as rb  # noqa: E402
-from aotc.testing.fakecuda import active as stand_in  # noqa: E402
+import aotc.compiler
+from aotc.bench.gpu_report import Rows, rel_error, within
+from aotc.package import runtime_binding as rb
+from aotc.testing.fakecuda import active as stand_in
 
 
 def builders():
-    from tests.e2e.models import MODELS
+    from aotc.bench.models.small import MODELS
     out = dict(MODELS)
     try:
-        from tests.e2e.real_models import REAL_MODELS
+        from aotc.bench.models.real import REAL_MODELS
         out.update(REAL_MODELS)
     except ImportError:
         pass

@@ -8,25 +8,22 @@ outputs), so machine noise hits both, and the table shows the medians, their
 ratio and the two engines' max relative difference (the split adds partial
 sums in a different order).
 
-    python bench/gpu_split_k.py [--models resnet50,bert_base,vit_b16] [--precisions fp32,fp16]
-    python bench/gpu_split_k.py --device cpu --small      (smoke run, no GPU)
+    python -m bench.gpu_split_k [--models resnet50,bert_base,vit_b16] [--precisions fp32,fp16]
+    python -m bench.gpu_split_k --device cpu --small      (smoke run, no GPU)
 """
 from __future__ import annotations
 
 import argparse
 import statistics
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from aotc.bench.gpu_report import Rows, rel_error, within  # noqa: E402
-from aotc.bench.measure import time_runs  # noqa: E402
-from aotc.bench.systems import AotcSystem  # noqa: E402
-from aotc.testing.fakecuda import active as stand_in  # noqa: E402
+from aotc.bench.gpu_report import Rows, rel_error, within
+from aotc.bench.measure import time_runs
+from aotc.bench.systems import AotcSystem
+from aotc.testing.fakecuda import active as stand_in
 
 
 def _engine(model, precision: str, split: bool, device: str):
@@ -59,7 +56,7 @@ def _matmul(seed=0, m=4, k=1024, n=64):
 def _models(names, small: bool):
     if small:
         return {"matmul": _matmul}
-    from tests.e2e.real_models import REAL_MODELS
+    from aotc.bench.models.real import REAL_MODELS
     return {n: REAL_MODELS[n] for n in names}
 
 

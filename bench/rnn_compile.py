@@ -12,7 +12,7 @@ model: launches per inference, distinct kernels, cold compile time (fresh kernel
 cache, default targets) with its stages, and the cpu device's max relative
 difference from onnxruntime.
 
-    python bench/rnn_compile.py [--steps 50,200] [--hidden 64]
+    python -m bench.rnn_compile [--steps 50,200] [--hidden 64]
 """
 from __future__ import annotations
 
@@ -21,11 +21,8 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def rnn_model(op: str, steps: int, hidden: int, inputs: int = 32, batch: int = 1, seed: int = 0):

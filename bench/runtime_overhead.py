@@ -1,6 +1,6 @@
 """Runtime numbers on the cpu device: library size, engine load time, per-run host overhead.
 
-    python bench/runtime_overhead.py [--runs 2000]
+    python -m bench.runtime_overhead [--runs 2000]
 
 Prints one table (medians). "empty-ish" is an engine with one launch of a
 one-thread kernel that copies 4 bytes: its run time is the runtime's own
@@ -26,11 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from aotc.package import runtime_binding as rb  # noqa: E402
-from aotc.package.engine_format import write_engine  # noqa: E402
-from aotc.package.plan import BufferRef, EnginePlan, Launch, TensorSpec  # noqa: E402
+from aotc.package import runtime_binding as rb
+from aotc.package.engine_format import write_engine
+from aotc.package.plan import BufferRef, EnginePlan, Launch, TensorSpec
 
 COPY_SRC = r"""
 const char *aotc_host_abi(void) { return "aotc-host-1"; }
@@ -76,7 +74,7 @@ def main() -> int:
         engines = {"empty-ish": empty_engine(tmp)}
         try:
             import aotc.compiler
-            from tests.e2e.models import MODELS
+            from aotc.bench.models.small import MODELS
             for name, build in MODELS.items():
                 model, _ = build()
                 engines[name] = tmp / f"{name}.engine"

@@ -1,15 +1,15 @@
 """The project's benchmark suite: the e2e models through `aotc bench`, one table.
 
-Models: tests/e2e/models.py (mlp, cnn, transformer_block, resnet_bottleneck,
-bert_encoder: small) and tests/e2e/real_models.py (ResNet-50, MobileNetV2,
+Models: aotc/bench/models/small.py (mlp, cnn, transformer_block, resnet_bottleneck,
+bert_encoder: small) and aotc/bench/models/real.py (ResNet-50, MobileNetV2,
 BERT-base, GPT-2 small, ViT-B/16: full size), random weights, no downloads.
 Each case (model, batch, precision) is built by its builder at that batch
 (so masks and token ids stay valid) and benchmarked by aotc.bench.run_bench
 against the chosen competitors; the reference is onnxruntime CPU fp32.
 
-    python bench/suite.py                                   # cpu: small models, batch 1 and 32, fp32 and fp16
-    python bench/suite.py --models resnet50 --batches 1 --iterations 3
-    python bench/suite.py --device cuda --models all --against onnxruntime,tensorrt,torch
+    python -m bench.suite                                   # cpu: small models, batch 1 and 32, fp32 and fp16
+    python -m bench.suite --models resnet50 --batches 1 --iterations 3
+    python -m bench.suite --device cuda --models all --against onnxruntime,tensorrt,torch
 
 On the cpu device the engine runs the kernels' host emulation: the point
 is agreement with onnxruntime, not speed. `--budget-s` skips the cases
@@ -21,21 +21,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from aotc.bench import onnx_source, parse_against, run_bench  # noqa: E402
-from aotc.bench.report import format_suite, write_csv, write_json  # noqa: E402
+from aotc.bench import onnx_source, parse_against, run_bench
+from aotc.bench.report import format_suite, write_csv, write_json
 
 SMALL = ("mlp", "cnn", "transformer_block", "resnet_bottleneck", "bert_encoder")
 REAL = ("resnet50", "mobilenetv2", "bert_base", "gpt2_small", "vit_b16")
 
 
 def builders() -> dict:
-    from tests.e2e import models, real_models
-    out = {name: getattr(models, name) for name in SMALL}
-    out.update(real_models.REAL_MODELS)
+    from aotc.bench.models import real, small
+    out = {name: getattr(small, name) for name in SMALL}
+    out.update(real.REAL_MODELS)
     return out
 
 

@@ -13,10 +13,10 @@ import click
 
 
 def handle_errors(fn):
-    """cli.main's one-line-error wrapper, looked up at call time (cli.main imports this module)."""
+    """aotc.cli.main's one-line-error wrapper, looked up at call time (aotc.cli.main imports this module)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from cli.main import handle_errors as wrap
+        from aotc.cli.main import handle_errors as wrap
         return wrap(fn)(*args, **kwargs)
     return wrapper
 
@@ -63,7 +63,7 @@ def bench(model_or_engine, device, against, batch, precision, iterations, warmup
     source = load_source(model_or_engine, batch, model_path)
     base = None
     if inputs_path:
-        from cli.main import _load_inputs
+        from aotc.cli.main import _load_inputs
         base = _load_inputs(inputs_path, source.input_specs())
 
     def progress(msg):

@@ -263,8 +263,8 @@ def demo_cmd(keep, device):
         _fail("demo: engine outputs do not match the reference")
 
 
-main.add_command(__import__("cli.ops_cmd", fromlist=["ops"]).ops)
-main.add_command(__import__("cli.bench_cmd", fromlist=["bench"]).bench)
+main.add_command(__import__("aotc.cli.ops_cmd", fromlist=["ops"]).ops)
+main.add_command(__import__("aotc.cli.bench_cmd", fromlist=["bench"]).bench)
 
 if __name__ == "__main__":
     main()

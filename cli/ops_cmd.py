@@ -15,7 +15,7 @@ def ops(as_json, stablehlo):
     if stablehlo:
         _stablehlo_ops(as_json)
         return
-    from aotc.importers.onnx_support import DTYPES, support_table
+    from aotc.importers.onnx.support import DTYPES, support_table
     rows = support_table()
     if as_json:
         click.echo(json.dumps(rows, indent=1))
@@ -28,7 +28,7 @@ def ops(as_json, stablehlo):
 
 
 def _stablehlo_ops(as_json: bool) -> None:
-    from aotc.importers.stablehlo_support import support_table
+    from aotc.importers.stablehlo.support import support_table
     rows = support_table()
     if as_json:
         click.echo(json.dumps(rows, indent=1))

@@ -161,7 +161,7 @@ class JaxSystem(System):
 
     def build(self):
         import jax
-        from aotc.importers.stablehlo_mlir import _is_jax_export
+        from aotc.importers.stablehlo.mlir import _is_jax_export
         data = self.source.stablehlo_bytes()
         platform = "gpu" if self.device == "cuda" else "cpu"
         self.jdev = jax.devices(platform)[0]

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import math
 
-from aotc.fusion.region import Region, region_inputs
-
-MAX_PER_IMAGE = 2048      # values of one phase's result per image (8 KB of shared memory)
-MAX_POOLED_PER_IMAGE = 1 << 16   # a pool phase reads at most this much per image (one block streams it)
+from aotc.fusion.region import ChainPayload, Region, region_inputs
+from aotc.fusion.rules.chain import MAX_PER_IMAGE, MAX_POOLED_PER_IMAGE
 
 
 def merge_tiny_chains(regions: list[Region], users, producer, outputs, position) -> list[Region]:
@@ -39,8 +37,8 @@ def merge_tiny_chains(regions: list[Region], users, producer, outputs, position)
         last = run[-1]
         chain = Region("chain", last.root, nodes, last.anchor, list(last.epilogue),
                        reasons=[w for r in run for w in r.reasons] +
-                       [f"{len(run)} tiny phases in one kernel, one block per image"])
-        chain.phases = [(r.anchor, r.root) for r in run]
+                       [f"{len(run)} tiny phases in one kernel, one block per image"],
+                       payload=ChainPayload(tuple((r.anchor, r.root) for r in run)))
         chain.inputs = region_inputs(chain)
         out.append(chain)
         i += len(run)
@@ -63,7 +61,7 @@ def _head(r: Region, users, outputs) -> bool:
 
 def _gemv(r: Region) -> bool:
     """A 1x1 conv on a 1x1 image (per image, a GEMV) with a small result."""
-    if r.kind != "conv" or r.extra_roots or r.gated or not _small(r.root):
+    if r.kind != "conv" or r.extra_roots or r.payload is not None or not _small(r.root):
         return False
     x, w = r.anchor.inputs
     a = r.anchor.attrs

@@ -8,9 +8,11 @@ later ops (the LSTM's c_t, the GRU's update block) are written as extra roots.
 """
 from __future__ import annotations
 
-from aotc.fusion.region import Region, dependents, region_inputs
+from aotc.fusion.region import GatedPayload, Region, dependents, region_inputs
+from aotc.fusion.rules.gated import GATE_BLOCKS
 from aotc.ir import ops
 from aotc.ir.graph import Node, Value
+from aotc.ir.walk import producers_of, users_of, walk
 
 
 def merge_sliced_loops(regions: list[Region], users, producer, outputs, position) -> list[Region]:
@@ -34,7 +36,7 @@ def merge_sliced_loops(regions: list[Region], users, producer, outputs, position
 
 
 def _merge_sliced_loop(a: Region, b: Region, later, users, producer, outputs, position):
-    if a.kind != "dot" or a.gated or a.epilogue or a.extra_roots or a.root is not a.anchor.outputs[0] \
+    if a.kind != "dot" or a.payload is not None or a.epilogue or a.extra_roots or a.root is not a.anchor.outputs[0] \
             or b.kind != "loop" or a.root not in b.inputs or not b.root.shape:
         return None
     found = _gated_gemm(a.root, b.root.shape, users, producer, outputs)
@@ -49,9 +51,8 @@ def _merge_sliced_loop(a: Region, b: Region, later, users, producer, outputs, po
     nodes = sorted(set(a.nodes) | set(b.nodes) | set(slices), key=position.__getitem__)
     epilogue = sorted(set(slices) | set(dependents(nodes, set(slices), producer)), key=position.__getitem__)
     merged = Region("dot", b.root, nodes, a.anchor, epilogue,
-                    reasons=a.reasons + b.reasons + ["the loop over its column blocks runs in its epilogue"])
-    merged.gated, merged.gates = b.root.shape[-1], len(slices)
-    merged.extra_roots = b.extra_roots + need
+                    reasons=a.reasons + b.reasons + ["the loop over its column blocks runs in its epilogue"],
+                    extra_roots=b.extra_roots + need, payload=GatedPayload(b.root.shape[-1], len(slices)))
     merged.inputs = region_inputs(merged)
     for r in readers:          # they read the written blocks now, not the GEMM's result
         r.nodes = [n for n in r.nodes if n not in slices]
@@ -77,19 +78,20 @@ def gated_anchor(root: Node, users, producer, outputs, position=None):
     shape = root.outputs[0].shape
     if ops.category(root.op) != ops.ELEMENTWISE or not shape or position is None:
         return none
-    frontier, seen, candidates = [root], {root}, []
-    while frontier:                       # elementwise ops at the root's shape, down to slices of a D
-        node = frontier.pop()
+    seen, candidates = set(), []
+
+    def down(node):                       # elementwise ops at the root's shape, down to slices of a D
+        if ops.category(node.op) != ops.ELEMENTWISE:
+            return
         for v in node.inputs:
             p = producer.get(v)
             if p is None or p in seen or v in outputs or v.shape != shape:
                 continue
-            seen.add(p)
-            if p.op == "slice":
-                if p.inputs[0] not in candidates and producer.get(p.inputs[0]) is not None:
-                    candidates.append(p.inputs[0])
-            elif ops.category(p.op) == ops.ELEMENTWISE:
-                frontier.append(p)
+            if p.op == "slice" and p.inputs[0] not in candidates and producer.get(p.inputs[0]) is not None:
+                candidates.append(p.inputs[0])
+            yield p
+
+    walk([root], down, seen)
     for d in sorted(candidates, key=lambda v: -position[producer[v]]):      # the latest GEMM first
         found = _gated_gemm(d, shape, users, producer, outputs)
         if found is not None:
@@ -101,23 +103,11 @@ def gated_anchor(root: Node, users, producer, outputs, position=None):
     k = len(slices)
     # the unit: elementwise ops at the root's shape that depend on the blocks and lead to the root
     # (forward from the slices, no further than the root in graph order, then back from the root)
-    ahead, frontier = set(slices), list(slices)
-    while frontier:
-        for v in frontier.pop().outputs:
-            for u in users.get(v, []):
-                if u not in ahead and position[u] <= position[root] and ops.category(u.op) == ops.ELEMENTWISE \
-                        and u.outputs[0].shape == shape:
-                    ahead.add(u)
-                    frontier.append(u)
+    ahead = set(walk(slices, lambda n: (u for u in users_of(users, n.outputs) if position[u] <= position[root]
+                                        and ops.category(u.op) == ops.ELEMENTWISE and u.outputs[0].shape == shape)))
     if root not in ahead:
         return none
-    unit, frontier = {root}, [root]
-    while frontier:
-        for v in frontier.pop().inputs:
-            p = producer.get(v)
-            if p in ahead and p not in unit:
-                unit.add(p)
-                frontier.append(p)
+    unit = set(walk([root], lambda n: (p for p in producers_of(producer, n.inputs) if p in ahead)))
     if not set(slices) <= unit or not _acyclic(unit | {node, *pre}, users, producer, position, position[root]):
         return none
     extra = [n.outputs[0] for n in sorted(unit - set(slices) - {root}, key=position.__getitem__)
@@ -135,21 +125,15 @@ def _acyclic(unit: set, users, producer, position, last: int) -> bool:
     later step (an LSTM's c_t feeds step t+1's cell, whose result the root may also
     read); one kernel could not compute that unit, as it would read what it writes.
     """
-    after, frontier = set(), list(unit)
-    while frontier:
-        for v in frontier.pop().outputs:
-            for u in users.get(v, []):
-                if u not in unit and u not in after and position[u] <= last:
-                    after.add(u)
-                    frontier.append(u)
+    after = set(walk(unit, lambda n: (u for u in users_of(users, n.outputs) if position[u] <= last))) - unit
     return not any(producer.get(v) in after for n in unit for v in n.inputs)
 
 
 def _gated_gemm(d: Value, shape, users, producer, outputs):
     """(dot, elementwise nodes between it and d, the slices) when `d` is a GEMM result read only
-    as k in (2, 3, 4) column blocks of `shape` (slices at 0, F, ..., (k-1)F), else None."""
+    as k in GATE_BLOCKS column blocks of `shape` (slices at 0, F, ..., (k-1)F), else None."""
     f = shape[-1]
-    if d in outputs or d.shape[:-1] != tuple(shape[:-1]) or d.shape[-1] % f or d.shape[-1] // f not in (2, 3, 4):
+    if d in outputs or d.shape[:-1] != tuple(shape[:-1]) or d.shape[-1] % f or d.shape[-1] // f not in GATE_BLOCKS:
         return None
     k = d.shape[-1] // f
     slices = users.get(d, [])

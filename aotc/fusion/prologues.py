@@ -6,61 +6,20 @@ patch (each element computed once per tile, so elementwise ops and a 1x1 or smal
 expansion conv may join: expand_into_depthwise), a depthwise conv feeding a
 pointwise one (depthwise_prologue), and an f32 GEMM whose lhs is loaded exactly once
 (lhs_loaded_once) when the ops read a tensor that is in memory anyway.
+
+What the kernels can hold (which depthwise convs stage, which tiles fit, how wide a GEMM
+tile is) are the kernel families' rules (fusion/rules/conv.py, rules/gemm.py); this
+module decides with them and imports no kernel code.
 """
 from __future__ import annotations
 
-from aotc.ir import dtypes, ops
+from aotc.fusion.rules.conv import MAX_FUSED_CONV_K, depthwise_project_fits, staged_depthwise
+from aotc.fusion.rules.gemm import lhs_loaded_once, pointwise_conv
+from aotc.ir import ops
 from aotc.ir.graph import Node, Value
+from aotc.ir.walk import walk
 
-MAX_FUSED_CONV_K = 64       # taps x input channels of a dense conv recomputed per staged element
-
-
-def staged_depthwise(n: Node | None) -> bool:
-    """A depthwise conv that runs on the depthwise kernel (its input patch is staged in shared memory).
-
-    Each staged input element is computed once per tile, so such a conv may take
-    elementwise prologues, and a pointwise expansion conv (see expand_into_depthwise).
-    """
-    if n is None or n.op != "convolution":
-        return False
-    from aotc.kernels.codegen_conv import depthwise_node_fits
-    x, w = n.inputs
-    a = n.attrs
-    return (a.get("layout") == "NHWC" and x.type.rank == 4 and w.shape[-1] == 1
-            and a["groups"] == x.shape[-1] == n.outputs[0].shape[-1] and depthwise_node_fits(n))
-
-
-def pointwise_conv(n: Node | None) -> bool:
-    """A 1x1, stride-1, unpadded, ungrouped NHWC 2-D conv: a GEMM over pixels x channels."""
-    if n is None or n.op != "convolution":
-        return False
-    x, w = n.inputs
-    a = n.attrs
-    return (a.get("layout") == "NHWC" and x.type.rank == 4 and a["groups"] == 1
-            and all(k == 1 for k in w.shape[1:-1]) and all(s == 1 for s in a["strides"])
-            and all(tuple(q) == (0, 0) for q in a["padding"]))
-
-
-def lhs_loaded_once(anchor: Node) -> bool:
-    """The GEMM kernel loads each element of this f32 dot's lhs / pointwise conv's input exactly once.
-
-    One 64-wide N tile means one block column, and a 1x1 unstrided conv reads each
-    input pixel for one output pixel, so a compute prologue on that operand costs
-    what it would in its producer's kernel, and its result need not go to memory
-    (EfficientNet's squeeze-excite scale before the project conv).
-    """
-    if anchor.inputs[0].dtype != dtypes.f32:
-        # f16/bf16: a materialized operand is rounded to its storage type after every op, which
-        # references (onnxruntime, the ONNX node suite) reproduce; f32 math inside the loads
-        # would differ from them by an ulp
-        return False
-    if anchor.op == "dot_general":
-        _, rf = ops.dot_free_dims(anchor.attrs, anchor.inputs[0].type.rank, anchor.inputs[1].type.rank)
-        n = 1
-        for d in rf:
-            n *= anchor.inputs[1].shape[d]
-        return n <= 64
-    return pointwise_conv(anchor) and anchor.outputs[0].shape[-1] <= 64
+__all__ = ["lhs_prologue_pays", "staged_conv", "depthwise_prologue", "expand_into_depthwise"]
 
 
 def lhs_prologue_pays(anchor: Node, users, producer, outputs) -> bool:
@@ -78,19 +37,18 @@ def _reads_one_tensor(v: Value, users, producer, outputs) -> bool:
     such a case (x also feeds the squeeze pool); SwiGLU over two GEMM halves is not (it
     stays the up projection's epilogue, which writes half of what it reads).
     """
-    chain, frontier, big, seen = set(), [v], [], set()
-    while frontier:
-        w = frontier.pop()
-        if w in seen:
-            continue
-        seen.add(w)
+    chain, big = set(), []
+
+    def up(w):
         p = producer.get(w)
         exclusive = p is not None and w not in outputs and (w is v or all(u in chain for u in users.get(w, [])))
         if exclusive and ops.category(p.op) == ops.ELEMENTWISE and w.shape == v.shape:
             chain.add(p)
-            frontier += p.inputs
+            yield from p.inputs
         elif w.type.size >= v.type.size and not _broadcast_of_smaller(w, v.type.size, producer):
             big.append(w)
+
+    walk([v], up)
     if not chain or len(big) != 1:
         return False
     w = big[0]
@@ -132,24 +90,26 @@ def depthwise_prologue(anchor: Node, users, producer, outputs) -> tuple[set[Node
         return set(), ""
     x = anchor.inputs[0]
     chain: set[Node] = set()
-    frontier, dw = [x], None
-    while frontier:                 # elementwise ops at x's shape, up to one staged depthwise conv
-        v = frontier.pop()
+    dw = None
+
+    def up(v):                      # elementwise ops at x's shape, up to one staged depthwise conv
+        nonlocal dw
         p = producer.get(v)
         if p is None or p in chain or v in outputs:
-            continue
+            return
         if staged_depthwise(p) and dw in (None, p) and v.shape == x.shape:
             dw = p
             chain.add(p)
         elif ops.category(p.op) == ops.ELEMENTWISE and v.shape == x.shape and len(p.outputs) == 1:
             chain.add(p)
-            frontier += p.inputs
+            yield from p.inputs
+
+    walk([x], up)
     if dw is None:
         return set(), ""
     outside = [n for n in chain for v in n.outputs for u in users.get(v, []) if u not in chain and u is not anchor]
     if outside or x in outputs:
         return set(), f"convolution '{dw.name}' not fused into pointwise conv '{anchor.name}': result used elsewhere"
-    from aotc.kernels.codegen_conv import depthwise_project_fits
     why = depthwise_project_fits(dw, anchor)
     if why:
         return set(), f"convolution '{dw.name}' not fused into pointwise conv '{anchor.name}': {why}"

@@ -1,13 +1,47 @@
 """The Region: a set of graph nodes one generated kernel computes, and two helpers over it.
 
-Kept apart from the partitioner (regions.py) so the fusion rules in their own modules
-(gated.py, prologues.py) can build and edit regions without importing it.
+Kept apart from the partitioner (regions.py) so the fusion steps in their own modules
+(gated.py, prologues.py, chains.py) and the kernels and launch planning that read
+regions import it without importing the partitioner.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from aotc.ir.graph import Node, Value
+from aotc.patterns.attention import AttentionMatch
+
+
+@dataclass(frozen=True)
+class GatedPayload:
+    """A "dot" region whose epilogue gates its GEMM's `blocks` column blocks of `width` F each
+    (act(D[..., :F]) * D[..., F:] for SwiGLU, blocks = 4 for an LSTM cell; see gated.py)."""
+    width: int
+    blocks: int
+
+
+@dataclass(frozen=True)
+class ConvPayload:
+    """A "conv" region whose pointwise anchor computes the staged depthwise conv `depthwise` (with its
+    expansion and epilogue) as its prologue: one depthwise_project kernel (see prologues.py)."""
+    depthwise: Node
+
+
+@dataclass(frozen=True)
+class AttentionPayload:
+    """An "attention" region: the matched softmax(f(Q·Kᵀ))·V pattern (aotc.patterns.attention)."""
+    match: AttentionMatch
+
+
+@dataclass(frozen=True)
+class ChainPayload:
+    """A "chain" region: (anchor, result) per phase, in order (see chains.py)."""
+    phases: tuple[tuple[Node, Value], ...]
+
+
+# what each kind may carry; kinds not listed carry nothing
+PAYLOADS = {"dot": GatedPayload, "conv": ConvPayload, "attention": AttentionPayload, "chain": ChainPayload}
+_REQUIRED = ("attention", "chain")
 
 
 @dataclass
@@ -17,8 +51,12 @@ class Region:
     `nodes` are in graph order. `anchor` is the reduce/dot/conv/window node,
     or None for a loop region. `epilogue` are the nodes that consume the
     anchor's result (elementwise, same shape). `inputs` are the materialized
-    values the kernel reads. A region with no nodes copies `root` (a graph
-    input or constant) into an output buffer.
+    values the kernel reads. `extra_roots` are values the kernel writes beside
+    the root (a merged sibling loop's, a gated unit's). A region with no nodes
+    copies `root` (a graph input or constant) into an output buffer.
+
+    What only one kind needs rides in `payload`, a type per kind (PAYLOADS):
+    readers ask `payload_as(GatedPayload)` and get None from any other region.
     """
     kind: str
     root: Value
@@ -27,11 +65,20 @@ class Region:
     epilogue: list[Node] = field(default_factory=list)
     inputs: list[Value] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
-    attention: object = None        # AttentionMatch for kind "attention"
-    gated: int = 0                  # F of a gated epilogue (act(D[..., :F]) * D[..., F:]), see gated.py
-    gates: int = 0                  # its k column blocks of width F (2: SwiGLU, 4: an LSTM cell)
-    extra_roots: list = field(default_factory=list)   # more values the kernel writes (merge_sibling_loops)
-    phases: list = field(default_factory=list)        # kind "chain": (anchor, result) per phase, in order
+    extra_roots: list = field(default_factory=list)
+    payload: object = None
+
+    def __post_init__(self):
+        want = PAYLOADS.get(self.kind)
+        if self.payload is None and self.kind not in _REQUIRED:
+            return
+        if want is None or not isinstance(self.payload, want):
+            raise TypeError(f"a {self.kind!r} region carries {type(self.payload).__name__}, "
+                            f"not {want.__name__ if want else 'a payload'}")
+
+    def payload_as(self, cls):
+        """The payload if it is a `cls`, else None."""
+        return self.payload if isinstance(self.payload, cls) else None
 
     def describe(self) -> str:
         ops_list = "+".join(n.op for n in self.nodes) or "copy"

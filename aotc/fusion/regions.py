@@ -32,16 +32,19 @@ and norm prologues aside) and that the region order is a valid schedule.
 from __future__ import annotations
 
 from aotc.errors import VerifyError
-from aotc.fusion.attention import find_attention
 from aotc.fusion.chains import merge_tiny_chains
 from aotc.fusion.gated import gated_anchor, merge_sliced_loops
-from aotc.fusion.prologues import (depthwise_prologue, expand_into_depthwise, lhs_prologue_pays, staged_conv,
-                                   staged_depthwise)
-from aotc.fusion.region import Region, dependents, region_inputs
+from aotc.fusion.prologues import depthwise_prologue, expand_into_depthwise, lhs_prologue_pays, staged_conv
+from aotc.fusion.region import (AttentionPayload, ConvPayload, GatedPayload, Region, dependents,
+                                region_inputs)
+from aotc.fusion.rules import ANCHOR_KINDS, loads_operands_repeatedly, prologue_accepts, rule_for
+from aotc.fusion.rules.attention import attention_fits
+from aotc.fusion.rules.conv import staged_depthwise
 from aotc.ir import ops
 from aotc.ir.graph import Graph, Node, Value
+from aotc.ir.walk import users_of, walk
+from aotc.patterns.attention import find_attention
 
-ANCHOR_KINDS = {ops.REDUCTION: "reduction", ops.DOT: "dot", ops.CONV: "conv", ops.WINDOW: "window"}
 _FUSIBLE = (ops.ELEMENTWISE, ops.INJECTIVE, ops.SOURCE)
 _DUPLICABLE = (ops.INJECTIVE, ops.SOURCE)
 
@@ -72,7 +75,7 @@ def partition(graph: Graph) -> list[Region]:
     # absorbed_in[node] = ids of regions holding a copy of the node
     absorbed_in: dict[Node, set[int]] = {}
     regions: list[Region] = []
-    attention = find_attention(graph)
+    attention = find_attention(graph, attention_fits)
     written: set[Value] = set()          # extra roots: values a region writes beside its root
 
     def fully_absorbed(n: Node) -> bool:
@@ -134,17 +137,10 @@ def _loop_reads_elementwise(a: Region, b: Region, users, outputs) -> bool:
     shape = a.root.shape
     if b.root.shape != shape or b.root in outputs or a.root not in b.inputs:
         return False
-    members, frontier, seen = set(b.nodes), [a.root], set()
-    while frontier:
-        v = frontier.pop()
-        for n in users.get(v, []):
-            if n not in members or n in seen:
-                continue
-            if ops.category(n.op) != ops.ELEMENTWISE or n.outputs[0].shape != shape:
-                return False
-            seen.add(n)
-            frontier.extend(n.outputs)
-    return True
+    members = set(b.nodes)
+    reached = walk([u for u in users.get(a.root, []) if u in members],
+                   lambda n: (u for u in users_of(users, n.outputs) if u in members))
+    return all(ops.category(n.op) == ops.ELEMENTWISE and n.outputs[0].shape == shape for n in reached)
 
 
 def _grow(root: Node, rid: int, users, producer, outputs, absorbed_in, attention, position=None) -> Region:
@@ -175,7 +171,7 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
     # element, so only index math (injective ops) and casts (fp16 engines' input
     # convert) join its prologue; compute stays with the producer, where it can
     # be that region's epilogue.
-    heavy = anchor is not None and ops.category(anchor.op) in (ops.DOT, ops.CONV) and not staged_depthwise(anchor)
+    heavy = loads_operands_repeatedly(anchor) and not staged_depthwise(anchor)
     match = (attention or {}).get(anchor)
     if match is not None:
         members |= match.nodes
@@ -185,6 +181,7 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
     restricted = {m: heavy and match is None and m is anchor for m in members}
     once = heavy and match is None and lhs_prologue_pays(anchor, users, producer, outputs)
     pre_reasons = list(reasons)
+    depthwise = None
     if heavy and match is None:
         norm, why = norm_prologue(anchor, users, producer, outputs)
         if why:
@@ -197,40 +194,47 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
             pre_reasons.append(why)
         if staged:            # computed once per staged element: elementwise prologues may join it
             members |= staged
+            depthwise = next(m for m in staged if staged_depthwise(m))
             restricted.update({m: False for m in staged})
+
+    def absorb(node):
+        """The producers of `node`'s inputs that join the region (each refusal noted in `reasons`)."""
+        nonlocal changed
+        for v in node.inputs:
+            p = producer.get(v)
+            if p is None or p in members:
+                continue
+            limited = restricted[node] and not (node is anchor and v is anchor.inputs[0] and once)
+            why = _absorb_refusal(p, v, anchor if limited else None, anchor, allow_rows, root, users, members,
+                                  outputs)
+            if why:
+                reasons.append(why)
+                continue
+            # below a fused expansion conv only index math joins (row reduces stay unrestricted)
+            restricted[p] = limited or ops.category(p.op) == ops.CONV
+            if p.op == "reduce":
+                row_reduces.append(p)
+            changed = True
+            yield p
+
     changed = True
     while changed:              # a producer shared by two members joins once both are in
         changed, reasons = False, list(pre_reasons)
-        work = list(members)
-        while work:
-            node = work.pop()
-            for v in node.inputs:
-                p = producer.get(v)
-                if p is None or p in members:
-                    continue
-                limited = restricted[node] and not (node is anchor and v is anchor.inputs[0] and once)
-                why = _absorb_refusal(p, v, limited, anchor, allow_rows, root, users, members, outputs)
-                if why:
-                    reasons.append(why)
-                    continue
-                members.add(p)
-                # below a fused expansion conv only index math joins (row reduces stay unrestricted)
-                restricted[p] = limited or ops.category(p.op) == ops.CONV
-                if p.op == "reduce":
-                    row_reduces.append(p)
-                work.append(p)
-                changed = True
+        walk(list(members), absorb, members)
     kind = ANCHOR_KINDS[ops.category(anchor.op)] if anchor is not None else ("row" if row_reduces else "loop")
-    region = Region(kind, root.outputs[0], list(members), anchor, epilogue, reasons=reasons)
-    region.gated, region.gates, region.extra_roots = gated, gates, extra
+    payload = GatedPayload(gated, gates) if gated else ConvPayload(depthwise) if depthwise is not None else None
     if match is not None:
-        region.kind, region.attention = "attention", match
-    return region
+        kind, payload = "attention", AttentionPayload(match)
+    return Region(kind, root.outputs[0], list(members), anchor, epilogue, reasons=reasons, extra_roots=extra,
+                  payload=payload)
 
 
-def _absorb_refusal(p: Node, v: Value, restricted: bool, anchor, allow_rows: bool, root: Node,
+def _absorb_refusal(p: Node, v: Value, restricted, anchor, allow_rows: bool, root: Node,
                     users, members, outputs) -> str:
-    """Why producer `p` of `v` cannot join the region ("" if it can)."""
+    """Why producer `p` of `v` cannot join the region ("" if it can).
+
+    `restricted`: the anchor whose operand prologue `p` would join (its family's rule
+    says which ops it takes), or None where any fusible op may join."""
     cat = ops.category(p.op)
     if cat == ops.CONV and expand_into_depthwise(p, v, staged_conv(anchor, members), anchor, users, members,
                                                   outputs):
@@ -241,7 +245,7 @@ def _absorb_refusal(p: Node, v: Value, restricted: bool, anchor, allow_rows: boo
         return f"reduce '{p.name}' not fused into a row kernel: shape, axes or users differ"
     if cat not in _FUSIBLE:
         return f"{p.op} '{p.name}' not fused: {cat} ops anchor their own region"
-    if restricted and cat not in _DUPLICABLE and p.op != "convert":   # a cast costs what the load does
+    if restricted is not None and not prologue_accepts(rule_for(restricted), p.op):
         return f"{p.op} '{p.name}' not fused: compute in a gemm/conv prologue"
     if v in outputs:
         return f"{p.op} '{p.name}' not fused: graph output"
@@ -287,18 +291,9 @@ def norm_prologue(anchor: Node, users, producer, outputs) -> tuple[set[Node], st
 
 def _full_reads(v: Value, nodes, producer, shape) -> set[Value]:
     """The materialized tensors of `shape` that computing `v` inside `nodes` reads."""
-    inside, seen, out, work = set(nodes), set(), set(), [v]
-    while work:
-        u = work.pop()
-        if u in seen:
-            continue
-        seen.add(u)
-        p = producer.get(u)
-        if p in inside:
-            work.extend(p.inputs)
-        elif u.shape == shape:
-            out.add(u)
-    return out
+    inside = set(nodes)
+    reached = walk([v], lambda u: producer[u].inputs if producer.get(u) in inside else ())
+    return {u for u in reached if producer.get(u) not in inside and u.shape == shape}
 
 
 def _norm_layout_ok(dot: Node) -> bool:
@@ -372,19 +367,19 @@ def _find_epilogue_anchor(root: Node, users, producer, outputs, reasons):
     The chain keeps the anchor's element count. The kernel maps its accumulator's
     index through the chain's reshapes (same linear offset) and transposes
     (permuted) to the root's index and evaluates the epilogue there
-    (codegen._Builder.root_index): an NCHW model's output transpose after its
+    (builder.KernelBuilder.root_index): an NCHW model's output transpose after its
     last conv costs no kernel of its own.
     """
     if ops.category(root.op) != ops.ELEMENTWISE and root.op not in ("reshape", "transpose"):
         return None, []
-    chain = [root]
-    frontier = [root]
     shape = root.outputs[0].shape
     size = root.outputs[0].type.size
     seen = {root}
     anchor = None
-    while frontier:
-        node = frontier.pop()
+
+    def down(node):
+        """The chain's producers of `node`'s inputs; an anchor met on the way is noted, not walked."""
+        nonlocal anchor
         for v in node.inputs:
             p = producer.get(v)
             if p is None or p in seen:
@@ -406,9 +401,9 @@ def _find_epilogue_anchor(root: Node, users, producer, outputs, reasons):
             if (ops.category(p.op) == ops.ELEMENTWISE or p.op in ("reshape", "transpose")) and v.type.size == size \
                     and v not in outputs \
                     and all(u in seen or u is root for u in users.get(v, [])):
-                seen.add(p)
-                chain.append(p)
-                frontier.append(p)
+                yield p
+
+    chain = walk([root], down, seen)
     if anchor is None:
         return None, []
     # every user of the anchor must be in the chain, and the chain nodes that do

@@ -38,6 +38,7 @@ from aotc.errors import AotcError
 from aotc.hlo_passes.rewrite import Rewriter
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Node, Value
+from aotc.patterns.attention import find_attention
 
 PRECISIONS = {"fp32": dtypes.f32, "f32": dtypes.f32, "fp16": dtypes.f16, "f16": dtypes.f16,
               "bf16": dtypes.bf16}
@@ -149,11 +150,12 @@ def _mark_tf32(graph: Graph, keep: set[str]) -> Graph:
     Grouped and depthwise convolutions keep full f32: they are memory-bound, so
     tf32 would cost accuracy for no speed. So do the two GEMMs of an attention
     pattern: the flash-attention kernel multiplies unnormalized, rescaled
-    probabilities, which no rounding of the op's operands describes. The op
+    probabilities, which no rounding of the op's operands describes; every
+    attention pattern keeps them, whichever kernel runs it, so the numerics do
+    not hang on a kernel's head-size limit. The op
     table defines what tf32 means (operands rounded to tf32, f32
     accumulation), so the interpreter and every kernel agree on the result.
     """
-    from aotc.fusion.attention import find_attention
     attention = {n for m in find_attention(graph).values() for n in (m.qk, m.pv)}
     nodes = []
     for n in graph.nodes:

@@ -1,6 +1,6 @@
 """Attention regions -> one flash-attention kernel (templates/attention.cu).
 
-The region holds the whole softmax(f(Q·K))·V pattern (aotc/fusion/attention.py)
+The region holds the whole softmax(f(Q·K))·V pattern (aotc/patterns/attention.py)
 plus the index math that brings Q, K, V into place. Loads of Q, K and V run
 that prologue; the score chain f (scale, additive mask) is evaluated per
 (query, key) with the Q·K dot product as an override; the epilogue runs on
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 
-from aotc.fusion.attention import free_dim
-from aotc.kernels.codegen import MAX_GRID, Kernel, _Builder, _unravel
+from aotc.kernels.builder import MAX_GRID, Kernel, KernelBuilder, unravel
+from aotc.patterns.attention import free_dim
 
 
-def _operand(b: _Builder, value, dot, side: str, batch_idx, row: str, col: str, indent: int, var: str) -> str:
+def _operand(b: KernelBuilder, value, dot, side: str, batch_idx, row: str, col: str, indent: int, var: str) -> str:
     """Code setting `var` to operand `side` of `dot` at (batch, row = free dim, col = contracted dim)."""
     em = b.emitter(indent=indent)
     idx = [""] * value.type.rank
@@ -26,16 +26,16 @@ def _operand(b: _Builder, value, dot, side: str, batch_idx, row: str, col: str, 
     return em.text()
 
 
-def generate_attention(b: _Builder) -> Kernel:
+def generate_attention(b: KernelBuilder) -> Kernel:
     region = b.region
-    m = region.attention
+    m = region.payload.match
     qk, pv = m.qk, m.pv
     q, k = qk.inputs
     v = pv.inputs[1]
     out = pv.outputs[0]
     nbatch = math.prod(m.batch_shape)
     em_b = b.emitter(indent=2)
-    batch_idx = _unravel(em_b, "bh", m.batch_shape, "z") if m.batch_shape else []
+    batch_idx = unravel(em_b, "bh", m.batch_shape, "z") if m.batch_shape else []
     load_q = _operand(b, q, qk, "lhs", batch_idx, "i", "d", 4, "q")
     load_k = _operand(b, k, qk, "rhs", batch_idx, "j", "d", 5, "kv")
     load_v = _operand(b, v, pv, "rhs", batch_idx, "d", "j", 5, "vv")

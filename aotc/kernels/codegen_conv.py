@@ -20,25 +20,24 @@ kernel in codegen.py.
 from __future__ import annotations
 
 import math
-from string import Template
 
+from aotc.fusion.region import ConvPayload
+from aotc.fusion.rules.conv import DW_BLOCK, channel_tile, depthwise_node_fits, depthwise_project_fits
+from aotc.fusion.rules.conv import depthwise_tile as _depthwise_tile
+from aotc.fusion.rules.conv import project_plan as _project_plan
 from aotc.ir import dtypes
-from aotc.kernels.codegen import TEMPLATES, Kernel, _Builder, _unravel, dot_epilogue, dot_fetch
-
-DW_CHANNELS = 32            # channels per depthwise block (threads are channel-fastest)
-DW_BLOCK = 256
-DW_SMEM_LIMIT = 48 * 1024   # static shared memory per block on every target
-MAX_PROJECT_OUTPUTS = 16 * DW_BLOCK   # pointwise outputs per depthwise_project tile: 16 partial sums a thread
+from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, unravel
+from aotc.kernels.template import instantiate
 
 
-def conv_geometry(b: _Builder):
+def conv_geometry(b: KernelBuilder):
     """(x, w, out, attrs, spatial rank) of the region's convolution."""
     anchor = b.region.anchor
     x, w = anchor.inputs
     return x, w, anchor.outputs[0], anchor.attrs, x.type.rank - 2
 
 
-def is_depthwise(b: _Builder) -> bool:
+def is_depthwise(b: KernelBuilder) -> bool:
     x, w, out, a, nsp = conv_geometry(b)
     return nsp == 2 and w.shape[-1] == 1 and a["groups"] == x.shape[-1] == out.shape[-1]
 
@@ -60,7 +59,7 @@ def _tap_coords(em, pix, taps, a, sizes, prefix: str):
     return coords, " && ".join(conds)
 
 
-def generate_implicit_gemm(b: _Builder) -> Kernel:
+def generate_implicit_gemm(b: KernelBuilder) -> Kernel:
     """A dense (groups == 1) NHWC convolution as a GEMM over (pixels) x (taps) x (channels)."""
     x, w, out, a, nsp = conv_geometry(b)
     mshape, nshape, kshape = list(out.shape[:-1]), [out.shape[-1]], list(w.shape[1:])
@@ -69,8 +68,8 @@ def generate_implicit_gemm(b: _Builder) -> Kernel:
     mma = x.dtype == w.dtype and x.dtype in (dtypes.f16, dtypes.bf16)
     indent = 4
     ema = b.emitter(indent=indent)
-    pix = _unravel(ema, "am", mshape, "Am")               # (n, *spatial)
-    tap = _unravel(ema, "ak", kshape, "Ak")               # (*kernel, c)
+    pix = unravel(ema, "am", mshape, "Am")               # (n, *spatial)
+    tap = unravel(ema, "ak", kshape, "Ak")               # (*kernel, c)
     q, inside = _tap_coords(ema, pix[1:], tap[:-1], a, x.shape[1:-1], "Aq")
     if inside:
         ema.open(f"if ({inside})")
@@ -78,7 +77,7 @@ def generate_implicit_gemm(b: _Builder) -> Kernel:
     if inside:
         ema.close()
     emb = b.emitter(indent=indent)
-    wtap = _unravel(emb, "bk", kshape, "Bk")
+    wtap = unravel(emb, "bk", kshape, "Bk")
     emb.emit(f"bv = {emb.value(w, ['bn'] + wtap)};")
     epi = dot_epilogue(b, [], mshape, nshape, M, N, indent=5 if mma or tf32 else 4)
     grid = (math.ceil(N / 64), math.ceil(M / 64), 1)
@@ -91,90 +90,40 @@ def generate_implicit_gemm(b: _Builder) -> Kernel:
                      elt="bf16" if bf16 else "f16", ctype=x.dtype.c,
                      to_elt="__float2bfloat16" if bf16 else "__float2half")
         return b.finish("dot_mma", slots, grid, (128, 1, 1))
-    slots = dict(fetch=dot_fetch(b.idx_t, ema.text(), emb.text(), M, N, K), epilogue=epi.text(),
-                 batch=1, m=M, n=N, k=K)
+    slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K)
     return b.finish("dot", slots, grid, (256, 1, 1))
 
 
-def _depthwise_tiles(kshape, strides, dils, tc, project: int = 0):
-    """Output tiles (th, tw, ih, iw) <= 8x8 whose input patch and filters fit the smem budget, largest first.
-
-    `project` > 0: the tile also keeps its depthwise result in shared memory and
-    feeds that many pointwise outputs per pixel (depthwise_project.cu), at most
-    MAX_PROJECT_OUTPUTS per tile."""
-    for th, tw in ((8, 8), (4, 8), (4, 4), (2, 4), (2, 2), (1, 2), (1, 1)):
-        ih = (th - 1) * strides[0] + (kshape[0] - 1) * dils[0] + 1
-        iw = (tw - 1) * strides[1] + (kshape[1] - 1) * dils[1] + 1
-        floats = (ih * iw + kshape[0] * kshape[1]) * tc + (th * tw * (tc + 1) if project else 0)
-        if floats * 4 <= DW_SMEM_LIMIT and th * tw * project <= MAX_PROJECT_OUTPUTS:
-            yield th, tw, ih, iw
-
-
-def _depthwise_tile(kshape, strides, dils, tc, out_shape=None):
-    """The tile to use (None if none fits): the largest that still gives half the GPU's SMs a
-    block (batch-1 late stages: 7x7x960 makes 30 blocks of 8x8 but 120 of 4x4), going no
-    smaller than 2x4 for that (8 pixels x 32 channels keep all 256 threads busy)."""
-    from aotc.kernels.split_k import TARGET_SMS
-    tiles = list(_depthwise_tiles(kshape, strides, dils, tc))
-    busy = [t for t in tiles if t[0] * t[1] >= 8]
-    if not busy or out_shape is None:
-        return tiles[0] if tiles else None
-    n, oh, ow, chans = out_shape
-    for t in busy:
-        if 2 * n * math.ceil(oh / t[0]) * math.ceil(ow / t[1]) * math.ceil(chans / tc) >= TARGET_SMS:
-            return t
-    return busy[-1]
-
-
-def depthwise_node_fits(conv) -> bool:
-    """The depthwise kernel can run this (NHWC, 2-D, one filter per channel) conv: grid and smem limits."""
-    w, out, a = conv.inputs[1], conv.outputs[0], conv.attrs
-    tc = min(DW_CHANNELS, 1 << max(0, (out.shape[-1] - 1).bit_length()))
-    return out.shape[0] <= 65535 and math.ceil(out.shape[-1] / tc) <= 65535 and \
-        _depthwise_tile(w.shape[1:3], a["strides"], a["dilations"], tc) is not None
-
-
-def depthwise_fits(b: _Builder) -> bool:
+def depthwise_fits(b: KernelBuilder) -> bool:
     return depthwise_node_fits(b.region.anchor)
 
 
-def _expansion(em, conv) -> None:
-    """Emit `ex` = the fused conv `conv` at (n, yi, xi, c): a dot product over its taps and input channels."""
+def _expansion(b: KernelBuilder, conv, indent: int) -> str:
+    """Code setting `ex` = the fused conv `conv` at (n, yi, xi, c): a dot product over its taps and input channels."""
     x0, w0 = conv.inputs
     a = conv.attrs
-    rnd = "aotc_tf32" if a.get("precision") == "tf32" else ""
     kh, kw = w0.shape[1:3]
-    em.emit("float ex = 0.0f;")
+    slots = dict(rnd="aotc_tf32" if a.get("precision") == "tf32" else "", cin=x0.shape[-1])
     if kh == kw == 1 and tuple(a["strides"]) == (1, 1) and all(tuple(q) == (0, 0) for q in a["padding"]):
-        em.open(f"for (int ci = 0; ci < {x0.shape[-1]}; ++ci)")
-        xv = em.value(x0, ["n", "yi", "xi", "ci"])
-        wv = em.value(w0, ["c", "0", "0", "ci"])
-        em.emit(f"ex += {rnd}({xv}) * {rnd}({wv});")
-        em.close()
-        return
+        em = b.emitter(indent=indent + 1)
+        slots.update(x=em.value(x0, ["n", "yi", "xi", "ci"]), w=em.value(w0, ["c", "0", "0", "ci"]), load=em.text())
+        return instantiate("depthwise_expand_1x1.part", slots, indent=2 * indent)
     (sh, sw), (dh, dw), ((ph, _), (pw, _)) = a["strides"], a["dilations"], a["padding"]
-    em.open(f"for (int ky = 0; ky < {kh}; ++ky)")
-    em.emit(f"const {em.idx_t} ey = yi * {sh} - {ph} + ky * {dh};")
-    em.emit(f"if (ey < 0 || ey >= {x0.shape[1]}) continue;")
-    em.open(f"for (int kx = 0; kx < {kw}; ++kx)")
-    em.emit(f"const {em.idx_t} ex_x = xi * {sw} - {pw} + kx * {dw};")
-    em.emit(f"if (ex_x < 0 || ex_x >= {x0.shape[2]}) continue;")
-    em.open(f"for (int ci = 0; ci < {x0.shape[-1]}; ++ci)")
-    xv = em.value(x0, ["n", "ey", "ex_x", "ci"])
-    wv = em.value(w0, ["c", "ky", "kx", "ci"])
-    em.emit(f"ex += {rnd}({xv}) * {rnd}({wv});")
-    em.close()
-    em.close()
-    em.close()
+    em = b.emitter(indent=indent + 3)
+    slots.update(x=em.value(x0, ["n", "ey", "ex_x", "ci"]), w=em.value(w0, ["c", "ky", "kx", "ci"]), load=em.text(),
+                 kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, ph=ph, pw=pw, height=x0.shape[1], width=x0.shape[2],
+                 idx_t=b.idx_t)
+    return instantiate("depthwise_expand.part", slots, indent=2 * indent)
 
 
-def _staging(b: _Builder, conv, tile=None, indent: int = 3):
-    """Geometry and patch/filter staging slots of depthwise conv `conv` (a fused expansion included)."""
+def _staging(b: KernelBuilder, conv, tile=None, indent: int = 3):
+    """Geometry and patch/filter staging slots of depthwise conv `conv` (a fused expansion included);
+    `indent` is the emitter depth of the loads inside the staging loops."""
     x, w = conv.inputs
     out, a = conv.outputs[0], conv.attrs
     chans = out.shape[-1]
     kh, kw = w.shape[1:3]
-    tc = min(DW_CHANNELS, 1 << max(0, (chans - 1).bit_length()))
+    tc = channel_tile(chans)
     th, tw, ih, iw = tile or _depthwise_tile((kh, kw), a["strides"], a["dilations"], tc, out.shape)
     (ph, _), (pw, _) = a["padding"]
     sh, sw = a["strides"]
@@ -182,23 +131,19 @@ def _staging(b: _Builder, conv, tile=None, indent: int = 3):
     rnd = "aotc_tf32" if a.get("precision") == "tf32" else ""   # a dense 1-channel conv may land here
     inner = [n for n in b.region.nodes if n.op == "convolution" and n is not conv and n is not b.region.anchor]
     emx = b.emitter(indent=indent, overrides={inner[0].outputs[0]: "ex"} if inner else None)
-    if inner:                        # a fused 1x1 expansion: computed per staged element
-        _expansion(emx, inner[0])
     emx.emit(f"v = {rnd}({emx.value(x, ['n', 'yi', 'xi', 'c'])});")
+    # a fused expansion conv: computed per staged element, before the load reads it as `ex`
+    load_x = (_expansion(b, inner[0], indent) + "\n" if inner else "") + emx.text()
     emw = b.emitter(indent=indent)
     emw.emit(f"v = {rnd}({emw.value(w, ['c', 'ky', 'kx', '0'])});")
-    slots = dict(load_x=emx.text(), load_w=emw.text(), th=th, tw=tw, ih=ih, iw=iw,
+    slots = dict(load_x=load_x, load_w=emw.text(), th=th, tw=tw, ih=ih, iw=iw,
                  tc=tc, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, ph=ph, pw=pw, tiles_w=math.ceil(out.shape[2] / tw),
                  height=x.shape[1], width=x.shape[2], chans=chans, out_h=out.shape[1], out_w=out.shape[2],
-                 block=DW_BLOCK, lanes=DW_BLOCK // tc, idx_t=b.idx_t)
-    # the staging loops, shared by both depthwise templates, indented to the caller's nesting
-    part = (TEMPLATES / "depthwise_stage.part").read_text().splitlines(True)
-    body = "".join("  " * (indent - 3) + line if line.strip() else line for line in part if not line.startswith("//"))
-    slots["stage"] = Template(body).substitute(slots)
-    return slots
+                 block=DW_BLOCK, lanes=DW_BLOCK // tc)
+    return slots       # both depthwise templates include the staging loops (depthwise_stage.part)
 
 
-def generate_depthwise(b: _Builder) -> Kernel:
+def generate_depthwise(b: KernelBuilder) -> Kernel:
     """One filter per channel (NHWC, 2-D): input patch and filters staged in shared memory per tile."""
     x, w, out, a, _ = conv_geometry(b)
     n_img, oh_n, ow_n, chans = out.shape
@@ -210,59 +155,13 @@ def generate_depthwise(b: _Builder) -> Kernel:
     return b.finish("depthwise", slots, grid, (DW_BLOCK, 1, 1))
 
 
-def _project_plan(dw, proj, split: bool = True):
-    """(tile, splits, channel chunks per split, workspace bytes, pixel tiles) of a depthwise_project
-    kernel, or a reason string when none fits.
-
-    Splits over the depthwise channels fill half the GPU's SMs with blocks, but
-    only while the partials (splits x outputs per pixel) stay no larger than the
-    depthwise result they replace (channels per pixel): past that the fusion
-    would move more bytes through L2 than it saves in HBM.
-    """
-    from aotc.kernels.split_k import MAX_WORKSPACE, TARGET_SMS
-    out = dw.outputs[0]
-    n_img, oh, ow, chans = out.shape
-    outs = proj.outputs[0].shape[-1]
-    tc = min(DW_CHANNELS, 1 << max(0, (chans - 1).bit_length()))
-    if n_img > 65535:
-        return f"batch {n_img} exceeds the grid's z limit"
-    fits = list(_depthwise_tiles(dw.inputs[1].shape[1:3], dw.attrs["strides"], dw.attrs["dilations"], tc, outs))
-    if not fits:
-        return f"{outs} pointwise outputs per pixel do not fit a tile"
-    chunks = math.ceil(chans / tc)
-    cap = max(1, min(chunks, chans // outs)) if split else 1
-    best = None
-    for tile in [t for t in fits if t[0] * t[1] >= 8] or fits[:1]:    # largest first, as _depthwise_tile
-        tiles = n_img * math.ceil(oh / tile[0]) * math.ceil(ow / tile[1])
-        splits = min(cap, math.ceil(TARGET_SMS / 2 / tiles))
-        per = math.ceil(chunks / splits)
-        splits = math.ceil(chunks / per)
-        if best is None or tiles * splits > best[4] * best[1]:
-            best = (tile, splits, per, 0, tiles)
-        if 2 * tiles * splits >= TARGET_SMS:
-            break
-    tile, splits, per, _, tiles = best
-    workspace = 4 * splits * tiles * tile[0] * tile[1] * outs if splits > 1 else 0
-    if workspace > MAX_WORKSPACE:
-        return f"split partials of {workspace >> 20} MiB exceed the workspace cap"
-    return tile, splits, per, workspace, tiles
-
-
 def project_source(region):
     """The depthwise conv a pointwise-conv region computes as its prologue (None if it has none)."""
-    from aotc.fusion.prologues import pointwise_conv, staged_depthwise
-    if not pointwise_conv(region.anchor):
-        return None
-    return next((n for n in region.nodes if n is not region.anchor and staged_depthwise(n)), None)
+    payload = region.payload_as(ConvPayload)
+    return payload.depthwise if payload else None
 
 
-def depthwise_project_fits(dw, proj) -> str:
-    """"" when the depthwise_project kernel can run depthwise conv `dw` feeding pointwise conv `proj`, else why not."""
-    plan = _project_plan(dw, proj)
-    return plan if isinstance(plan, str) else ""
-
-
-def generate_depthwise_project(b: _Builder) -> Kernel:
+def generate_depthwise_project(b: KernelBuilder) -> Kernel:
     """A depthwise conv (its expansion and epilogue included) and the pointwise conv it feeds, one kernel."""
     proj = b.region.anchor
     x, wp = proj.inputs
@@ -278,26 +177,9 @@ def generate_depthwise_project(b: _Builder) -> Kernel:
     n_img, oh, ow, _ = proj.outputs[0].shape
     epi = dot_epilogue(b, [], [n_img, oh, ow], [outs], n_img * oh * ow, outs, indent=3)
     pixels = tile[0] * tile[1]
-    fixup = ""
-    if splits > 1:
-        fixup = f"""  {{   // the tile's {splits} channel splits meet: partials -> workspace, the last block adds them in order
-    const long long tiles = (long long)gridDim.x * gridDim.z, tile = (long long)n * gridDim.x + blockIdx.x;
-    float *mine = aotc_ws + ((long long)blockIdx.y * tiles + tile) * {pixels * outs}LL;
-#pragma unroll
-    for (int r = 0; r < {math.ceil(pixels * outs / DW_BLOCK)}; ++r) {{
-      const int e = threadIdx.x + {DW_BLOCK} * r;
-      if (e < {pixels * outs}) mine[e] = pacc[r];
-    }}
-    if (!aotc_split_last(aotc_sem + tile, {splits}u)) return;
-#pragma unroll
-    for (int r = 0; r < {math.ceil(pixels * outs / DW_BLOCK)}; ++r) {{
-      const int e = threadIdx.x + {DW_BLOCK} * r;
-      if (e >= {pixels * outs}) continue;
-      float s = 0.0f;
-      for (int q = 0; q < {splits}; ++q) s += aotc_ld_cg(aotc_ws + ((long long)q * tiles + tile) * {pixels * outs}LL + e);
-      pacc[r] = s;
-    }}
-  }}"""
+    fixup = instantiate("depthwise_project_split.part", dict(
+        splits=splits, tile_outs=pixels * outs, reps=math.ceil(pixels * outs / DW_BLOCK), block=DW_BLOCK),
+        indent=2) if splits > 1 else ""
     stage = (slots["ih"] * slots["iw"] + slots["kh"] * slots["kw"]) * slots["tc"]
     slots.update(dw_value=emd.text(), load_wp=emp.text(), epilogue=epi.text(), oc=outs, splits=splits,
                  per_split=per * slots["tc"], chunks=per, reps=math.ceil(pixels * outs / DW_BLOCK),

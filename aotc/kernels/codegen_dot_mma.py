@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 
+from aotc.fusion.region import GatedPayload
 from aotc.ir import dtypes, ops
-from aotc.kernels.codegen import Kernel, _Builder, _unravel, dot_epilogue, dot_operand_load
+from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, dot_operand_load
 from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
 
 
-def generate_dot_mma(b: _Builder, geometry, row_stats: str = "", norm=None) -> Kernel:
+def generate_dot_mma(b: KernelBuilder, geometry, row_stats: str = "", norm=None) -> Kernel:
     bshape, mshape, nshape, kshape, B, M, N, K = geometry
     anchor = b.region.anchor
     lhs, rhs = anchor.inputs
@@ -28,11 +29,12 @@ def generate_dot_mma(b: _Builder, geometry, row_stats: str = "", norm=None) -> K
         return dot_operand_load(b, bshape, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, "bk", flat,
                                 kshape, nshape, "bv", indent=4)
 
-    if b.region.gated:             # SwiGLU / LSTM-cell epilogue over the GEMM's k column blocks
-        f, k = b.region.gated, b.region.gates
+    gated = b.region.payload_as(GatedPayload)
+    if gated:                      # SwiGLU / LSTM-cell epilogue over the GEMM's k column blocks
+        f, k = gated.width, gated.blocks
         N = gated_width(f, k)
         load_b = gated_b_load(load_b, "mma", f, b.idx_t, 3, k)
-        em = gated_epilogue(b, _unravel, "mma", bshape, mshape, f, indent=5, k=k)
+        em = gated_epilogue(b, "mma", bshape, mshape, f, indent=5, k=k)
     else:
         load_b = load_b("bn")
         em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=5)

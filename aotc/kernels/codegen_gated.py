@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import math
 
+from aotc.kernels.builder import unravel
 from aotc.kernels.emitter import Emitter, linear, store_expr
+from aotc.kernels.template import instantiate
 
 LAYOUTS = {   # (layout, k): gate(l), offset(l), the gate-g accumulator of this thread's column, skip
     ("simt", 2): ("({l} >> 5)", "({l} & 31)", lambda g: "accv" if g == 0 else "acc[i][j ^ 2]", "(j & 2) != 0"),
@@ -47,17 +49,13 @@ def gated_width(f: int, k: int = 2) -> int:
 def gated_b_load(emit_load, layout: str, f: int, idx_t: str, indent: int, k: int = 2) -> str:
     """B-load code for kernel column `bn`: `emit_load(flat)` loads weight column `flat` (0 past the gates)."""
     gate, off, _, _ = LAYOUTS[(layout, _slots(k))]
-    pad = "  " * indent
     real = "" if _slots(k) == k else f" && {gate.format(l='gl')} < {k}"
-    return "\n".join([
-        f"{pad}const {idx_t} gl = bn - n0, gc = n0 / {_slots(k)} + {off.format(l='gl')};",
-        f"{pad}if (gc < {f}{real}) {{",
-        f"{pad}  const {idx_t} aotc_bn = {gate.format(l='gl')} * {f} + gc;",
-        emit_load("aotc_bn"),
-        f"{pad}}}"])
+    return instantiate("gated_b_load.part", dict(
+        idx_t=idx_t, slots=_slots(k), offset=off.format(l="gl"), f=f, real=real, gate=gate.format(l="gl"),
+        load=emit_load("aotc_bn")), indent=2 * indent)
 
 
-def gated_epilogue(b, unravel, layout: str, bshape, mshape, f: int, indent: int, k: int = 2) -> Emitter:
+def gated_epilogue(b, layout: str, bshape, mshape, f: int, indent: int, k: int = 2) -> Emitter:
     """Epilogue + stores of output (b, m, nc) from this thread's k gate accumulators."""
     _, off, acc_of, skip = LAYOUTS[(layout, _slots(k))]
     d = b.region.anchor.outputs[0]

@@ -7,11 +7,14 @@ row re-read from L2 each phase) and leaves the per-row values that the
 normalized element needs (mean and 1/std for LayerNorm) in shared memory. The
 operand loads then compute the normalized element from x and those values, so
 the normalized tensor is never written. Every GEMM template runs `row_stats`
-after its tile origin (m0, n0) is set and before its first fetch.
+after its tile origin (m0, n0) is set and before its first fetch; the pre-pass
+is templates/norm_row_stats.part, each phase reduce_phase.part.
 """
 from __future__ import annotations
 
+from aotc.kernels.builder import unravel
 from aotc.kernels.emitter import Emitter
+from aotc.kernels.template import instantiate
 
 TILE_M = 64
 
@@ -33,39 +36,33 @@ def _frontier(nodes, shape):
     return out
 
 
-def norm_row_stats(b, unravel, mshape, kshape, M: int, K: int):
+def norm_row_stats(b, mshape, kshape, M: int, K: int):
     """(pre-pass code, overrides for the A loads); ("", {}) when the region has no norm prologue."""
     reduces = [n for n in b.members if n.op == "reduce"]
     if not reduces:
         return "", {}
     shape = reduces[0].inputs[0].shape
     frontier = _frontier(b.members, shape)
-    idx_t = b.idx_t
-    lines = [f"  __shared__ float aotc_rs[{len(frontier)}][{TILE_M}];",
-             f"  for (int aotc_r = threadIdx.x >> 5; aotc_r < {TILE_M}; aotc_r += blockDim.x >> 5) {{",
-             f"    const {idx_t} am = m0 + aotc_r;",
-             f"    if (am < {M}) {{                    // warp-uniform: the whole warp owns row am"]
     em_row: Emitter = b.emitter(indent=3)
     kept = unravel(em_row, "am", mshape, "nr_")
-    lines.append(em_row.text())
-    overrides = {}
+    phases, overrides = [], {}
     for j, red in enumerate(reduces):
         kind = red.attrs["kind"]
-        em: Emitter = b.emitter(indent=4, overrides=dict(overrides))
-        em.emit(f"float acc = {_identity(kind)};")
-        em.open(f"for ({idx_t} c = threadIdx.x & 31; c < {K}; c += 32)")
+        em: Emitter = b.emitter(indent=5, overrides=dict(overrides))
         idx = kept + unravel(em, "c", kshape, f"nc{j}_")
-        em.emit(f"acc = AOTC_COMBINE_{kind}(acc, {em.value(red.inputs[0], idx)});")
-        em.close()
-        em.emit(f"nred{j} = aotc_warp_{kind}(acc);")
-        lines.append(f"      float nred{j};\n      {{\n{em.text()}\n      }}")
+        value = em.value(red.inputs[0], idx)
+        phases.append(instantiate("reduce_phase.part", dict(
+            red=f"nred{j}", init=_identity(kind), idx_t=b.idx_t, first="threadIdx.x & 31", extent=K, step=32,
+            load=em.text(), kind=kind, value=value, combine=f"aotc_warp_{kind}(acc)"), indent=6))
         overrides[red.outputs[0]] = f"nred{j}"
     em: Emitter = b.emitter(indent=3, overrides=overrides)
     for i, v in enumerate(frontier):
         val = em.value(v, kept + ["0"] * (v.type.rank - len(kept)))
         em.emit(f"if ((threadIdx.x & 31) == 0) aotc_rs[{i}][aotc_r] = {val};")
-    lines += [em.text(), "    }", "  }", "  __syncthreads();"]
-    return "\n".join(lines), {v: f"aotc_rs[{i}][am - m0]" for i, v in enumerate(frontier)}
+    code = instantiate("norm_row_stats.part", dict(
+        nstats=len(frontier), tile_m=TILE_M, idx_t=b.idx_t, m=M, row_index=em_row.text(),
+        phases="\n".join(phases), stats=em.text()), indent=2)
+    return code, {v: f"aotc_rs[{i}][am - m0]" for i, v in enumerate(frontier)}
 
 
 def _identity(kind: str) -> str:

@@ -8,40 +8,40 @@ that reach the root through elementwise ops only, so element i of the output
 reads element i of them. Other inputs (broadcasts, transposes, gathers) keep
 scalar loads through the emitter's index math. Pointers are checked for 16-byte
 alignment at run time (the caller's output buffers may not be aligned); an
-unaligned launch and the tail (total % VEC) take the scalar loop.
+unaligned launch and the tail (total % VEC) take the scalar loop
+(templates/loop_vector.part, placed in loop.cu's vector slot).
 """
 from __future__ import annotations
 
 from aotc.ir import ops
 from aotc.ir.graph import Value
+from aotc.ir.walk import users_of, walk
+from aotc.kernels.builder import unravel
 from aotc.kernels.emitter import load_expr, store_expr
+from aotc.kernels.template import instantiate
 
 MIN_ELEMENTS = 4096      # smaller loops gain nothing and would only grow the source
 MAX_BODY = 4000          # characters of the scalar body
 
 
 def _direct_params(b, root: Value) -> list[Value]:
-    """Params whose every use inside the region is elementwise at the root's shape."""
-    members = set(b.region.nodes)
+    """Params whose every use inside the region, and every use downstream of those, is elementwise at
+    the root's shape (one transpose among them reads element i for another output element)."""
+    readers: dict = {}
+    for n in b.region.nodes:
+        for u in n.inputs:
+            readers.setdefault(u, []).append(n)
     out = []
     for v in b.params:
         if v.shape != root.shape or v.dtype.itemsize != root.dtype.itemsize:
             continue
-        ok, frontier, seen = True, [v], set()
-        while frontier and ok:
-            u = frontier.pop()
-            for n in b.region.nodes:
-                if u not in n.inputs or n in seen:
-                    continue
-                seen.add(n)
-                ok = n in members and ops.category(n.op) == ops.ELEMENTWISE and n.outputs[0].shape == root.shape
-                frontier.extend(n.outputs)
-        if ok:
+        downstream = walk(readers.get(v, []), lambda n: users_of(readers, n.outputs))
+        if all(ops.category(n.op) == ops.ELEMENTWISE and n.outputs[0].shape == root.shape for n in downstream):
             out.append(v)
     return out
 
 
-def vector_loop(b, unravel, scalar_body: str) -> tuple[str, str]:
+def vector_loop(b, scalar_body: str) -> tuple[str, str]:
     """(code of the vector loop, first element the scalar loop handles); ("", "0") when not worth it:
     small loops, 1- and 8-byte types, loops without a direct input, and bodies so large (a 200-way
     concatenate) that VEC copies of them would cost more compile time than the vectors save."""
@@ -72,11 +72,7 @@ def vector_loop(b, unravel, scalar_body: str) -> tuple[str, str]:
         em.emit(store_expr("res.v", str(e), val, root.dtype))
         em.close()
     em.emit(f"reinterpret_cast<aotc_vec16<{c}> *>(out)[q] = res;")
-    code = "\n".join([
-        f"  const {b.idx_t} nvec = (({aligned}) & 15) == 0 ? {total // vec} : 0;   // 16-byte aligned: vectors",
-        f"  for ({b.idx_t} q = ({b.idx_t})blockIdx.x * blockDim.x + threadIdx.x; q < nvec;",
-        f"       q += ({b.idx_t})gridDim.x * blockDim.x) {{",
-        em.text(),
-        "  }"])
+    code = instantiate("loop_vector.part", dict(idx_t=b.idx_t, aligned=aligned, nvec=total // vec, body=em.text()),
+                       indent=2)
     return code, f"nvec * {vec}"
 

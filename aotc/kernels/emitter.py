@@ -89,7 +89,7 @@ def _binary(op: str, a: str, b: str, dt: DType) -> str:
     if op == "rem":
         return f"fmodf({a}, {b})" if dt.is_float else f"({b} == 0 ? ({dt.c})0 : ({dt.c})({a} % {b}))"
     if op == "pow":
-        return f"powf({a}, {b})" if dt.is_float else f"(({dt.c})pow((double){a}, (double){b}))"
+        return _float_pow(a, b) if dt.is_float else f"(({dt.c})pow((double){a}, (double){b}))"
     if op in ("max", "min"):
         return f"aotc_{op}({a}, {b})"
     if op in ("shift_left", "shift_right"):   # out-of-range shifts saturate (C leaves them undefined)
@@ -104,6 +104,17 @@ def _binary(op: str, a: str, b: str, dt: DType) -> str:
             return f"({a} {_BOOL_OPS[op]} {b})"
         return f"({dt.c})({a} {_BIT_OPS[op]} {b})"
     raise UnsupportedError(f"no C expression for binary op '{op}'")
+
+
+# x ** n for a literal small integer n, as multiplications: a negative base keeps its
+# sign (powf(-2, 3) = -8 under any flags), and no powf call (several ulp, a slow path).
+# x*x is powf's exact answer; x*x*x is within 1 ulp of it. Other exponents call powf.
+_INT_POWERS = {"2.0f": "({0} * {0})", "3.0f": "({0} * {0} * {0})",
+               "4.0f": "(({0} * {0}) * ({0} * {0}))", "-1.0f": "(1.0f / {0})"}
+
+
+def _float_pow(a: str, b: str) -> str:
+    return _INT_POWERS[b].format(a) if b in _INT_POWERS else f"powf({a}, {b})"
 
 
 _UNARY_F = {"sqrt": "sqrtf({})", "rsqrt": "rsqrtf({})", "exp": "expf({})", "log": "logf({})",

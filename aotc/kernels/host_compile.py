@@ -2,7 +2,7 @@
 
 The kernel source is compiled unchanged with g++ (`$CXX` overrides), with
 templates/cuda_host_emu.h force-included, so the text NVRTC compiles for the
-GPU is the text that runs on the CPU (DESIGN.md principle 3). A generated
+GPU is the text that runs on the CPU (docs/design.md, principle 3). A generated
 wrapper exports one C entry point per kernel:
 
     int aotc_host_launch_<name>(const unsigned *grid3, const unsigned *block3,
@@ -35,6 +35,7 @@ from aotc.errors import CompileError
 from aotc.kernels.cache import atomic_write, cache_dir, cache_enabled, cached_bytes
 from aotc.kernels.nvrtc_compile import (TEMPLATES_DIR, cuda_include_dir, cuda_package_versions,
                                         templates_hash)
+from aotc.kernels.template import check_filled
 
 HOST_ABI = "aotc-host-1"
 EMU_HEADER = TEMPLATES_DIR / "cuda_host_emu.h"
@@ -165,6 +166,7 @@ def compile_host(source: str, kernel_names: list[str], *, opt: str = "-O1") -> b
         raise CompileError(f"host compile: kernel names repeat: {kernel_names}")
     if not re.match(r"^-O[0-3sg]?$", opt):
         raise CompileError(f"host compile: bad optimisation flag {opt!r}")
+    check_filled(source)
     cxx = _cxx()
     key = [source, "\0".join(kernel_names), " ".join(_flags(opt)), compiler_version(tuple(cxx)),
            templates_hash(), cuda_package_versions(), HOST_ABI]

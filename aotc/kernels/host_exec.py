@@ -48,13 +48,44 @@ def _arg_value(i: int, a) -> np.ndarray:
     raise TypeError(f"argument {i}: expected a numpy array or scalar, got {type(a).__name__}")
 
 
+def _name_taken(path: str) -> bool:
+    """Whether a loaded library already has this name (dlopen would return it, not open the file)."""
+    try:
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
+        return False
+    import _ctypes
+    _ctypes.dlclose(lib._handle)
+    return True
+
+
+def _fresh_memfd() -> int:
+    """A memfd whose /proc/self/fd/N path names no loaded library.
+
+    glibc matches a dlopen name against loaded libraries before it opens any
+    file. The C runtime's cpu device closes its memfd right after dlopen, so
+    its library keeps the name /proc/self/fd/N of a number this process will
+    hand out again: loading through that name would return the runtime's
+    library instead of these bytes. Taken numbers are held open while looking
+    for a free one, so each try gets a new number.
+    """
+    held = []
+    fd = os.memfd_create("aotc-host-kernels", 0)
+    while _name_taken(f"/proc/self/fd/{fd}"):
+        held.append(fd)
+        fd = os.memfd_create("aotc-host-kernels", 0)
+    for h in held:
+        os.close(h)
+    return fd
+
+
 class HostLibrary:
     """A loaded host build of some kernels."""
 
     def __init__(self, so_bytes: bytes):
         # A memfd has no name on disk to collide with; it stays open while the
         # library is loaded so its /proc path cannot be reused by another.
-        self._fd = os.memfd_create("aotc-host-kernels", 0) if hasattr(os, "memfd_create") else None
+        self._fd = _fresh_memfd() if hasattr(os, "memfd_create") else None
         if self._fd is not None:
             os.write(self._fd, so_bytes)
             self._path = f"/proc/self/fd/{self._fd}"

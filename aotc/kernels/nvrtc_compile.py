@@ -3,10 +3,21 @@
 `compile_device(source, "sm_90")` returns a cubin (ELF), `"compute_90"` returns
 PTX text. NVRTC runs in-process from the `nvidia-cuda-nvrtc` wheel, with the
 CUDA headers of the `nvidia-cuda-runtime` wheel and aotc's own templates on
-the include path, so no toolkit, driver or device is needed (DESIGN.md
+the include path, so no toolkit, driver or device is needed (docs/design.md,
 principle 4). Results are cached by content hash (cache.py).
 
 `compile_device_nvcc` is an optional cross-check with a local toolkit's nvcc.
+
+Math semantics: IEEE, never `--use_fast_math`. The host build (cuda_host_emu.h)
+runs the same source on libm and must compute what the GPU computes, so the
+GPU gets `/` and sqrtf correctly rounded (div.rn, sqrt.rn), denormals kept
+(no ftz), and CUDA's precise math library (expf, powf, sinf... within their
+documented few-ulp bounds; powf of a negative base is finite). Fast math would
+turn powf(-2, 2) into NaN (lg2.approx -> ex2.approx) and make tanhf, sinf, cosf
+and `/` approximate. `-fmad=true` stays: a*b+c may become one fma, as every
+GPU compiler does; the host rounds twice, which is within a tolerance's reach.
+Which PTX instruction each emitted function becomes under these flags is pinned
+in tests/kernels/test_gpu_math_ptx.py.
 """
 from __future__ import annotations
 
@@ -21,6 +32,7 @@ from pathlib import Path
 
 from aotc.errors import CompileError
 from aotc.kernels.cache import cache_lookup, cache_store, cached_bytes
+from aotc.kernels.template import check_filled
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 _TARGET_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
@@ -74,11 +86,14 @@ def nvrtc_version() -> tuple[int, int]:
     return (major, minor)
 
 
-def _options(target: str, fast_math: bool, fast_compile: bool = False) -> list[str]:
+# Spelled out rather than left to defaults: these are what the host emulation
+# assumes (see the module docstring), and they are part of every cache key.
+MATH_FLAGS = ("-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=true")
+
+
+def _options(target: str, fast_compile: bool = False) -> list[str]:
     opts = [f"--gpu-architecture={target}", "-std=c++17", "-default-device",
-            f"-I{cuda_include_dir()}", f"-I{TEMPLATES_DIR}"]
-    if fast_math:
-        opts.append("--use_fast_math")
+            f"-I{cuda_include_dir()}", f"-I{TEMPLATES_DIR}", *MATH_FLAGS]
     if fast_compile:        # NVRTC 12.8+: skip most optimization (ResNet-50's module: 0.55 s, not 3.9 s)
         opts.append("--Ofast-compile=max")
     return opts
@@ -124,14 +139,15 @@ def _nvrtc_compile(source: str, target: str, options: list[str], with_ptx: bool 
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-def compile_device(source: str, target: str, *, fast_math: bool = True, fast_compile: bool = False) -> bytes:
+def compile_device(source: str, target: str, *, fast_compile: bool = False) -> bytes:
     """Compile `source` for `target`: "sm_XY" gives a cubin, "compute_XY" gives PTX.
 
     `fast_compile` trades kernel speed for compile time (for quick iteration, not serving).
     """
     if not _TARGET_RE.match(target):
         raise CompileError(f"bad GPU target {target!r}: expected sm_XY or compute_XY, e.g. sm_90")
-    options = _options(target, fast_math, fast_compile)
+    check_filled(source)
+    options = _options(target, fast_compile)
     return cached_bytes("nvrtc", _key(source, options), lambda: _nvrtc_compile(source, target, options))
 
 
@@ -142,8 +158,7 @@ def _key(source: str, options: list[str]) -> list[str]:
     return [source, "\0".join(flags), f"nvrtc={nvrtc_version()}", cuda_package_versions(), templates_hash()]
 
 
-def compile_device_with_ptx(source: str, sm_target: str, *, fast_math: bool = True,
-                            fast_compile: bool = False) -> tuple[bytes, bytes]:
+def compile_device_with_ptx(source: str, sm_target: str, *, fast_compile: bool = False) -> tuple[bytes, bytes]:
     """(cubin for sm_XY, PTX for compute_XY) from one NVRTC run.
 
     Compiling for sm_XY produces the very PTX a compute_XY compile does (checked
@@ -153,8 +168,9 @@ def compile_device_with_ptx(source: str, sm_target: str, *, fast_math: bool = Tr
     """
     if not re.match(r"sm_\d+\Z", sm_target):
         raise CompileError(f"bad GPU target {sm_target!r}: expected sm_XY")
+    check_filled(source)
     ptx_target = "compute_" + sm_target[3:]
-    sm_opts, ptx_opts = (_options(t, fast_math, fast_compile) for t in (sm_target, ptx_target))
+    sm_opts, ptx_opts = (_options(t, fast_compile) for t in (sm_target, ptx_target))
     cubin, ptx = cache_lookup("nvrtc", _key(source, sm_opts)), cache_lookup("nvrtc", _key(source, ptx_opts))
     if cubin is None or ptx is None:
         cubin, ptx = _nvrtc_compile(source, sm_target, sm_opts, with_ptx=True)
@@ -171,20 +187,19 @@ def find_nvcc() -> str | None:
     return None
 
 
-def compile_device_nvcc(source: str, target: str, *, fast_math: bool = True) -> bytes:
+def compile_device_nvcc(source: str, target: str) -> bytes:
     """Cross-check build with nvcc (same options); raises CompileError when nvcc is absent."""
     nvcc = find_nvcc()
     if nvcc is None:
         raise CompileError("nvcc not found (set AOTC_NVCC or install the CUDA toolkit)")
+    check_filled(source)
     kind = "-cubin" if target.startswith("sm_") else "-ptx"
     with tempfile.TemporaryDirectory(prefix="aotc-nvcc-") as tmp:
         src, out = Path(tmp) / "k.cu", Path(tmp) / "k.out"
         src.write_text(source)
         # nvcc brings its own CUDA headers; only aotc's templates are added.
-        cmd = [nvcc, kind, f"-arch={target}", "-std=c++17", f"-I{TEMPLATES_DIR}",
+        cmd = [nvcc, kind, f"-arch={target}", "-std=c++17", *MATH_FLAGS, f"-I{TEMPLATES_DIR}",
                "-o", str(out), str(src)]
-        if fast_math:
-            cmd.insert(3, "--use_fast_math")
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             log = proc.stdout + proc.stderr

@@ -24,17 +24,18 @@ from __future__ import annotations
 
 import math
 
-TARGET_SMS = 132         # H200 / H100 SXM; an A100 (108) is filled by the same split
+from aotc.fusion.rules.target import MAX_WORKSPACE, TARGET_SMS
+from aotc.kernels.template import instantiate
+
 MAX_SPLITS = 16
 MIN_SPLIT_K = 128        # each block still runs >= 8 K tiles of 16
-MAX_WORKSPACE = 8 << 20  # bytes of f32 partials per launch
 GEMM_TEMPLATES = ("dot", "dot_mma", "dot_tf32")
 
-# Each template's accumulators: loop nest over them, the element, and the row/col of element 0.
+# Each template's accumulators (split_k_fixup.part's slots): their dims (i, j, r; r = 1 where the array has
+# two), the element at (i, j, r), and the row/col of element 0.
 _LAYOUT = {
-    "dot": ("for (int i = 0; i < 4; ++i) for (int j = 0; j < 4; ++j)", "acc[i][j]", "m0 + ty", "n0 + tx"),
-    "mma": ("for (int i = 0; i < 2; ++i) for (int j = 0; j < 4; ++j) for (int r = 0; r < 4; ++r)",
-            "acc[i][j][r]", "m0 + wm + g", "n0 + wn + 2 * t"),
+    "dot": ((4, 4, 1), "acc[i][j]", "m0 + ty", "n0 + tx"),
+    "mma": ((2, 4, 4), "acc[i][j][r]", "m0 + wm + g", "n0 + wn + 2 * t"),
 }
 
 
@@ -58,18 +59,10 @@ def split_slots(kind: str, batch: int, m: int, n: int, k: int, idx_t: str, enabl
         return dict(b_index="blockIdx.z", k_begin="0", k_end=str(k), split_fixup=""), 1, k
     begin = f"({idx_t})(blockIdx.z % {splits}) * {per}"
     mma = kind != "dot"
-    loops, elt, row, col = _LAYOUT["mma" if mma else "dot"]
-    fixup = f"""  {{   // split-K: partial tile -> workspace; the tile's last block sums the {splits} partials in order
-    float aotc_acc[{32 if mma else 16}];
-    int e = 0;
-    {loops} aotc_acc[e++] = {elt};
-    const long long aotc_tile = ((long long)b * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-    if (!aotc_split_handoff(aotc_acc, {"true" if mma else "false"}, {row}, {col}, aotc_ws, {batch * m * n}LL,
-                            (long long)(blockIdx.z % {splits}) * {batch * m * n}LL, (long long)b * {m * n}LL,
-                            {splits}, aotc_sem + aotc_tile, {m}, {n})) return;
-    e = 0;
-    {loops} {elt} = aotc_acc[e++];
-  }}"""
+    (ni, nj, nr), elt, row, col = _LAYOUT["mma" if mma else "dot"]
+    fixup = instantiate("split_k_fixup.part", dict(
+        splits=splits, acc_count=ni * nj * nr, ni=ni, nj=nj, nr=nr, acc=elt, mma="true" if mma else "false",
+        row=row, col=col, total=batch * m * n, mn=m * n, m=m, n=n), indent=2)
     slots = dict(b_index=f"blockIdx.z / {splits}", k_begin=begin,
                  k_end=f"({begin} + {per} < {k} ? {begin} + {per} : {k})", split_fixup=fixup)
     return slots, splits, per

@@ -1,4 +1,8 @@
-"""Regions + kernels -> the launch sequence with every pointer resolved.
+"""Regions + their generated kernels -> the launch sequence with every pointer resolved.
+
+The compiler generates the kernels (aotc.kernels.codegen) and hands them here;
+this module reads what a kernel says about itself (its name, geometry, params,
+views, split-K workspace) and generates nothing.
 
 Decides where each value lives: graph inputs and outputs in the caller's
 buffers, constants in the weights blob, everything else in the arena at the
@@ -9,10 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from aotc.fusion.regions import Region
-from aotc.ir import ops
+from aotc.fusion.region import GatedPayload, Region
 from aotc.ir.graph import Graph, Value
-from aotc.kernels.codegen import Kernel, generate
+from aotc.kernels.aliasing import may_alias_output
 from aotc.package import plan as P
 from aotc.package.memory_plan import ALIGN, Buffer, MemoryPlan, align_up, plan_memory
 
@@ -35,17 +38,17 @@ def add_output_copies(graph: Graph, regions: list[Region]) -> tuple[list[Region]
     return regions, writes
 
 
-def build_launches(graph: Graph, regions: list[Region], split_k: bool = True):
-    """Generate kernels and resolve their arguments.
+def build_launches(graph: Graph, regions: list[Region], kernels: list, writes: dict[int, int]):
+    """Resolve the arguments of the kernels generated for `regions` (output copies included, see
+    add_output_copies, whose `writes` map says which region writes which graph output).
 
-    Returns (kernels, launches, weights bytes, memory plan, output writer map).
-    A split-K launch also gets an f32 workspace live during that launch only,
-    and the tile counters at the arena's end (memory.zeroed bytes, zeroed by
-    the runtime once per context and left zero by every launch).
+    `kernels[i]` is region i's aotc.kernels.codegen.Kernel. Returns (launches, weights bytes,
+    memory plan). A split-K launch also gets an f32 workspace live during that launch only,
+    and the tile counters at the arena's end (memory.zeroed bytes, zeroed by the runtime
+    once per context and left zero by every launch).
     """
-    regions, writes = add_output_copies(graph, regions)
-    producer = graph.producers()
-    kernels: list[Kernel] = [generate(graph, r, producer, split_k) for r in regions]
+    if len(kernels) != len(regions):
+        raise ValueError(f"{len(kernels)} kernels for {len(regions)} regions")
 
     refs: dict[Value, P.BufferRef] = {v: P.BufferRef("input", index=i) for i, v in enumerate(graph.inputs)}
     for i, j in writes.items():
@@ -100,18 +103,19 @@ def build_launches(graph: Graph, regions: list[Region], split_k: bool = True):
             args += [P.BufferRef("arena", offset=memory.offsets[("split-k workspace", i)]), counter_ref]
         launches.append(P.Launch(k.name, k.grid, k.block, k.smem, args, k.bytes, k.flops,
                                  describe(k)))
-    return kernels, launches, weights, memory, writes
+    return launches, weights, memory
 
 
-def describe(k: Kernel) -> str:
+def describe(k) -> str:
     """The launch's region as `aotc inspect` shows it, with what the kernel does beyond the nodes."""
+    gated = k.region.payload_as(GatedPayload)
     extras = ([f"split-K x{k.splits}"] if k.splits > 1 else []) + \
-        ([f"gated {k.region.gates}xF, F={k.region.gated}"] if k.region.gated else []) + \
+        ([f"gated {gated.blocks}xF, F={gated.width}"] if gated else []) + \
         ([f"{len(k.views)} slice view(s)"] if k.views else [])
     return k.region.describe() + (f" [{', '.join(extras)}]" if extras else "")
 
 
-def _view_ref(refs, k: Kernel, v: Value) -> P.BufferRef:
+def _view_ref(refs, k, v: Value) -> P.BufferRef:
     """Where param `v` points: its buffer, or inside its source's buffer for a view."""
     if v not in k.views:
         return refs[v]
@@ -120,36 +124,19 @@ def _view_ref(refs, k: Kernel, v: Value) -> P.BufferRef:
     return P.BufferRef(r.kind, r.index, r.offset + off)
 
 
-def in_place_input(region: Region, kernel: Kernel, first: dict, last: dict):
+def in_place_input(region: Region, kernel, first: dict, last: dict):
     """An input the region's output may overwrite in place, or None.
 
-    Safe only when every thread reads element i of that input and then writes
-    element i of the output, and nothing else reads the input afterwards: a
-    loop region, the input an arena intermediate whose last read is this
-    launch, the same shape and byte size as the output, and every node of
-    the region downstream of it elementwise at the output's shape (an
-    injective op on it would turn its index into something else).
+    One the kernel declares may alias its output (aliasing.may_alias_output:
+    a pure elementwise map at the output's shape, so each thread reads element
+    i before it writes element i), that is an arena intermediate written by an
+    earlier launch and last read by this one.
     """
-    if region.kind != "loop" or not region.nodes or region.extra_roots:
+    step = first.get(region.root)
+    if step is None:            # the region writes a graph output, not the arena
         return None
-    step = first[region.root]
-    root_t = region.root.type
-    for v in kernel.params[:-1]:
-        if v not in first or first[v] >= step or last[v] != step:
-            continue
-        if v.type.shape != root_t.shape or v.type.nbytes != root_t.nbytes:
-            continue
-        reached, frontier, ok = set(), [v], True
-        while frontier and ok:
-            u = frontier.pop()
-            for n in region.nodes:
-                if n in reached or u not in n.inputs:
-                    continue
-                reached.add(n)
-                ok = (ops.category(n.op) == ops.ELEMENTWISE and
-                      all(o.type.shape == root_t.shape for o in n.outputs))
-                frontier.extend(n.outputs)
-        if ok and any(region.root in n.outputs for n in reached):
+    for v in may_alias_output(region, kernel.params[:-1]):
+        if v in first and first[v] < step and last[v] == step:
             return v
     return None
 

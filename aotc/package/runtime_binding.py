@@ -14,9 +14,13 @@ runtime runs, so contexts on several threads run in parallel.
 Arrays: numpy arrays (host memory) work on every device; on "cuda" they are
 staged through device buffers the context owns. Objects exposing
 `__cuda_array_interface__` (torch and cupy CUDA tensors) are bound by their
-device pointer, without a copy, on a "cuda" context; the run is enqueued on
-the producer's stream when the interface names one, so it is ordered after
-the work that wrote the inputs. `ctx.run(inputs, outputs=...)` writes into
+device pointer, without a copy, on a "cuda" context. The run is enqueued on
+the stream the interface says the data is ordered on (`_cai_stream`), so it
+runs after the work that wrote the inputs: a version 3 interface names it
+(or says None: no wait needed); an older one (torch's is version 2) names
+none, and its producer's work may still be in flight on the legacy default
+stream, so the run goes there. A torch tensor written on a side stream
+(`torch.cuda.stream(s)`) is not ordered by that: synchronize `s` first. `ctx.run(inputs, outputs=...)` writes into
 caller-owned arrays (host or CUDA) instead of allocating new ones.
 """
 from __future__ import annotations
@@ -267,7 +271,39 @@ def _cuda_buffer(spec: TensorSpec, obj, role: str, device: str) -> _Buffer:
         raise InputError(f"{what}: CUDA array is read-only")
     if not ptr and spec.nbytes:
         raise InputError(f"{what}: CUDA array has a NULL data pointer")
-    return _Buffer(int(ptr or 0), spec.nbytes, True, cai.get("stream"), obj)
+    return _Buffer(int(ptr or 0), spec.nbytes, True, _cai_stream(cai, what), obj)
+
+
+# CAI stream values 1 and 2 are the legacy and per-thread default streams, the very
+# handles the driver takes for them (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD).
+LEGACY_DEFAULT_STREAM = 1
+
+
+def _cai_stream(cai: dict, what: str) -> int | None:
+    """The stream aotc must run on to be ordered after the producer's writes, or None.
+
+    Version 3 of the interface carries `stream`: None (or no key) promises the
+    data is ready, 1 and 2 name the default streams, anything else a CUstream;
+    0 is forbidden as ambiguous. Versions before 3 have no stream protocol at
+    all: the producer may still be writing on its current stream, which for
+    torch's version-2 tensors is the legacy default stream unless the user
+    chose another, so the run goes on the legacy stream.
+    """
+    try:
+        version = int(cai.get("version", 0))
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: malformed __cuda_array_interface__ version {cai.get('version')!r}") from None
+    if version < 3:
+        return LEGACY_DEFAULT_STREAM
+    stream = cai.get("stream")
+    if stream is None:
+        return None
+    if isinstance(stream, bool) or not isinstance(stream, int) or stream < 0:
+        raise InputError(f"{what}: __cuda_array_interface__ stream {stream!r} is not a stream handle")
+    if stream == 0:
+        raise InputError(f"{what}: __cuda_array_interface__ stream 0 is ambiguous (the interface forbids it); "
+                         f"use 1 for the legacy default stream or 2 for the per-thread one")
+    return stream
 
 
 def _host_input(spec: TensorSpec, obj) -> _Buffer:

@@ -5,8 +5,8 @@ import onnx
 import pytest
 from click.testing import CliRunner
 
-from cli.main import main
-from tests.e2e.models import mlp
+from aotc.cli.main import main
+from aotc.bench.models.small import mlp
 
 pytest.importorskip("onnxruntime")
 

@@ -8,7 +8,7 @@ import pytest
 import aotc.compiler
 from aotc.bench import load_source, run_bench
 from aotc.package.engine_format import read_engine, write_engine
-from tests.e2e.models import mlp
+from aotc.bench.models.small import mlp
 
 ort = pytest.importorskip("onnxruntime")
 FAST = dict(iterations=4, warmup=1, input_count=2)

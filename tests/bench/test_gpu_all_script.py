@@ -26,7 +26,7 @@ import numpy as np
 from onnx import TensorProto, helper
 spec = importlib.util.spec_from_file_location("gpu_check", "bench/gpu_check.py")
 gc = importlib.util.module_from_spec(spec); spec.loader.exec_module(gc)
-from tests.e2e.models import mlp
+from aotc.bench.models.small import mlp
 
 def nan_model():
     g = helper.make_graph([helper.make_node("Sqrt", ["x"], ["y"])], "g",

@@ -1,19 +1,13 @@
 """bench/gpu_check.py's parts that decide what runs on a fresh GPU machine, checked without one."""
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-from tests.e2e.models import mlp
+from aotc.bench.models.small import mlp
 
 
 @pytest.fixture(scope="module")
 def gpu_check():
-    path = Path(__file__).resolve().parents[2] / "bench" / "gpu_check.py"
-    spec = importlib.util.spec_from_file_location("gpu_check", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    import bench.gpu_check
+    return bench.gpu_check
 
 
 class _OldOrt:

@@ -1,14 +1,9 @@
-"""bench/rnn_compile.py runs end to end (a few steps) and its engines match onnxruntime."""
-import importlib.util
-from pathlib import Path
+"""python -m bench.rnn_compile runs end to end (a few steps) and its engines match onnxruntime."""
+from bench import rnn_compile
 
 
 def test_rnn_compile_report_small(capsys):
-    path = Path(__file__).resolve().parents[2] / "bench" / "rnn_compile.py"
-    spec = importlib.util.spec_from_file_location("rnn_compile", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert mod.main(["--steps", "12", "--hidden", "8"]) == 0
+    assert rnn_compile.main(["--steps", "12", "--hidden", "8"]) == 0
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
     assert set(rows) == {"LSTMx12", "GRUx12", "GRUlbrx12"}
     launches, distinct = int(rows["LSTMx12"][1]), int(rows["LSTMx12"][2])

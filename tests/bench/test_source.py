@@ -6,7 +6,7 @@ import pytest
 import aotc.compiler
 from aotc.bench.source import load_source, with_batch
 from aotc.errors import AotcError
-from tests.e2e.models import mlp
+from aotc.bench.models.small import mlp
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper
 
-from cli.main import main
-from tests.e2e.models import mlp
+from aotc.cli.main import main
+from aotc.bench.models.small import mlp
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_inspect_json_lists_signature_kernels_and_archs(engine_path):
 
 def run_cli(*args):
     """Run the real console entry point in a subprocess (stderr and exit code as a user sees them)."""
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "aotc.cli.main", *args], capture_output=True, text=True)
 
 
 def one_line_error(proc, *words):

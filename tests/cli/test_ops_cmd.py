@@ -4,7 +4,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from cli.main import main
+from aotc.cli.main import main
 
 pytest.importorskip("jaxlib")
 

@@ -4,7 +4,7 @@ import pytest
 
 import aotc.compiler
 from aotc.package.runtime_binding import Engine
-from tests.e2e.models import MODELS
+from aotc.bench.models.small import MODELS
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import aotc.compiler
 from aotc.package.runtime_binding import Engine
-from tests.e2e.models import bert_encoder, resnet_bottleneck
+from aotc.bench.models.small import bert_encoder, resnet_bottleneck
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -64,7 +64,7 @@ def test_tf32_engine_matches_fp32_reference(builder, tmp_path):
 def test_cli_precision_keep_fp32_and_report(tmp_path):
     import onnx
 
-    from cli.main import main
+    from aotc.cli.main import main
     model, _ = bert_encoder(layers=1)
     src = tmp_path / "bert.onnx"
     onnx.save(model, src)

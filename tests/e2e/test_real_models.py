@@ -1,16 +1,16 @@
 """Full-size ResNet-50, MobileNetV2, BERT-base, GPT-2 small and ViT-B/16 end to end.
 
-Each is built with random weights (tests/e2e/real_models.py), compiled with
+Each is built with random weights (aotc/bench/models/real.py), compiled with
 the default targets (sm_80 + sm_90 cubins, PTX, host build), run through the
 C runtime on the `cpu` device, and compared with onnxruntime. Fusion is held
-to the kernel budgets of issue 6 (fewer launches than IREE's dispatches).
+to kernel budgets: fewer launches than IREE's dispatches.
 """
 import numpy as np
 import pytest
 
 import aotc.compiler
 from aotc.package.runtime_binding import Engine
-from tests.e2e.real_models import REAL_MODELS
+from aotc.bench.models.real import REAL_MODELS
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -1,6 +1,6 @@
 """EfficientNet, UNet, YOLO head, LLaMA, Whisper encoder, T5 layer and a BiLSTM tagger end to end.
 
-Each model (tests/e2e/zoo_models.py) is compiled with the default options, as
+Each model (aotc/bench/models/zoo.py) is compiled with the default options, as
 the CLI does (sm_80 + sm_90 cubins, PTX, host build), run through the C
 runtime on the `cpu` device with fresh random inputs, and every output is
 compared with onnxruntime.
@@ -10,7 +10,7 @@ import pytest
 
 import aotc.compiler
 from aotc.package.runtime_binding import Engine
-from tests.e2e.zoo_models import ZOO_MODELS
+from aotc.bench.models.zoo import ZOO_MODELS
 from tests.helpers.rng import fresh_rng
 
 ort = pytest.importorskip("onnxruntime")

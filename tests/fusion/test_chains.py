@@ -33,7 +33,7 @@ def test_pool_and_two_gemvs_are_one_chain():
     regions = partition(g)
     check_partition(g, regions)
     (chain,) = [r for r in regions if r.kind == "chain"]
-    assert [a.op for a, _ in chain.phases] == ["reduce", "convolution", "convolution"]
+    assert [a.op for a, _ in chain.payload.phases] == ["reduce", "convolution", "convolution"]
     assert [r.kind for r in regions] == ["chain", "loop"]
 
 
@@ -46,7 +46,7 @@ def test_a_large_pool_keeps_its_own_kernel(monkeypatch):
     regions = partition(g)
     check_partition(g, regions)
     assert [r.kind for r in regions] == ["reduction", "chain"]
-    assert [a.op for a, _ in regions[1].phases] == ["convolution", "convolution"]
+    assert [a.op for a, _ in regions[1].payload.phases] == ["convolution", "convolution"]
 
 
 def test_a_phase_result_read_elsewhere_breaks_the_chain():

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from aotc.errors import VerifyError
-from aotc.fusion.regions import Region, check_partition, partition
+from aotc.fusion.region import GatedPayload, Region
+from aotc.fusion.regions import check_partition, partition
 from aotc.ir.graph import GraphBuilder
 
 
@@ -259,7 +260,7 @@ def test_gated_unit_over_a_gemms_halves_is_its_epilogue():
     graph, _ = gated_mlp(4, 8, 6, bias=True)
     regions = partition(graph)
     check_partition(graph, regions)
-    assert kinds(regions) == ["dot"] and regions[0].gated == 6
+    assert kinds(regions) == ["dot"] and regions[0].payload == GatedPayload(6, 2)
     b = GraphBuilder()
     x, w = b.input("x", (4, 8)), b.input("w", (8, 12))
     d = b.add("dot_general", x, w, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
@@ -355,7 +356,7 @@ def test_lstm_steps_run_their_cell_in_the_recurrent_gemm():
     regions = partition(g)
     check_partition(g, regions)
     assert kinds(regions) == ["dot", "dot", "dot"]
-    assert [r.gates for r in regions] == [4, 4, 4]
+    assert [r.payload.blocks for r in regions] == [4, 4, 4]
     assert [len(r.extra_roots) for r in regions] == [1, 1, 0]       # c_t for the next step; the last needs none
 
 

@@ -39,7 +39,7 @@ def _tiny_engines() -> dict[str, bytes]:
 def corpus(tmp_path_factory):
     """Seeds: the test plan, the e2e models (host build only), and one with cubins + PTX."""
     import aotc.compiler
-    from tests.e2e.models import MODELS
+    from aotc.bench.models.small import MODELS
     d = tmp_path_factory.mktemp("corpus")
     for name, data in _tiny_engines().items():
         (d / name).write_bytes(data)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from aotc.compiler import generate_kernels
 from aotc.fusion.regions import check_partition, partition
 from aotc.ir.graph import Graph
 from aotc.kernels import codegen
@@ -33,7 +34,8 @@ def run_on_host(graph: Graph, inputs: list[np.ndarray], regions=None, split_k: b
     """Run the graph's kernels on the host build; `runs` > 1 repeats the launches on the same arena."""
     regions = regions if regions is not None else partition(graph)
     check_partition(graph, regions)
-    kernels, launches, weights, memory, _ = build_launches(graph, regions, split_k)
+    regions, kernels, writes = generate_kernels(graph, regions, split_k)
+    launches, weights, memory = build_launches(graph, regions, kernels, writes)
     source = codegen.module_source(kernels)
     lib = HostLibrary(compile_host(source, list(dict.fromkeys(k.name for k in kernels))))
     arena = np.full(max(memory.size, 1) // 4 + 1, np.nan, np.float32).view(np.uint8)

@@ -5,7 +5,7 @@ from aotc.hlo_passes.pipeline import run_pipeline
 from aotc.hlo_passes.verify import verify
 from aotc.importers.onnx import import_onnx
 from aotc.ir.graph import GraphBuilder
-from tests.e2e.models import cnn, resnet_bottleneck, transformer_block
+from aotc.bench.models.small import cnn, resnet_bottleneck, transformer_block
 from tests.helpers.rng import fresh_rng, random_array
 
 from ._graphs import assert_same_fresh, assert_unchanged, counts, scalar_constant, snapshot

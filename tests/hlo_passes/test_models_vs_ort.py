@@ -10,7 +10,7 @@ import onnx
 import pytest
 
 import aotc.compiler
-from tests.e2e.models import bert_encoder, resnet_bottleneck
+from aotc.bench.models.small import bert_encoder, resnet_bottleneck
 
 ort = pytest.importorskip("onnxruntime")
 

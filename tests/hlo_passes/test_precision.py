@@ -8,7 +8,7 @@ from aotc.importers.onnx import import_onnx
 from aotc.ir import dtypes
 from aotc.ir.graph import GraphBuilder
 from aotc.ir.interpreter import interpret
-from tests.e2e.models import transformer_block
+from aotc.bench.models.small import transformer_block
 from tests.helpers.rng import fresh_rng, random_array
 
 from ._graphs import assert_same_fresh, assert_unchanged, counts, snapshot
@@ -143,7 +143,7 @@ def test_tf32_leaves_attention_gemms_in_f32():
     """The flash-attention kernel cannot honor operand rounding, so its two GEMMs are not marked."""
     g = import_onnx(transformer_block()[0])
     out = precision.make("tf32")(g)
-    from aotc.fusion.attention import find_attention
+    from aotc.patterns.attention import find_attention
     matches = find_attention(out)
     assert matches
     att = {n for m in matches.values() for n in (m.qk, m.pv)}

@@ -5,7 +5,7 @@ from aotc.hlo_passes.pipeline import Pipeline
 from aotc.hlo_passes.verify import verify
 from aotc.importers.onnx import import_onnx
 from aotc.ir.graph import GraphBuilder
-from tests.e2e.models import transformer_block
+from aotc.bench.models.small import transformer_block
 from tests.helpers.rng import fresh_rng, random_array
 
 from ._graphs import assert_same_fresh, assert_unchanged, counts, snapshot

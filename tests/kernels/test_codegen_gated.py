@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from aotc.fusion.region import GatedPayload
 from aotc.ir.graph import GraphBuilder
 from tests.helpers.rng import fresh_rng, random_array
 from tests.kernels.test_codegen import check
@@ -40,7 +41,7 @@ def test_gated_epilogue(m, k, f, dtype, bias, precision, norm, splits):
     ins[0] = ins[0] / np.sqrt(k).astype(np_dt)
     tol = 3e-2 if dtype == "f16" else (3e-3 if precision else 1e-4)
     (kern,) = check(graph, ins, seed, rtol=tol, atol=tol, kinds=["dot"])
-    assert kern.region.gated == f and kern.splits == splits
+    assert kern.region.payload.width == f and kern.splits == splits
     assert kern.grid[0] == -(-f // 32)                 # 32 output columns (64 kernel columns) a block
 
 
@@ -87,7 +88,7 @@ def test_lstm_cell_in_the_gemm_epilogue(m, k, f, dtype, precision, splits):
     """The four gate blocks of the recurrent GEMM meet in one thread; the kernel writes h_t and c_t."""
     kernels = _run_cell(lstm_cell(m, k, f, dtype, precision), k, dtype, precision, ["dot", "loop"])
     cell = next(kern for kern in kernels if kern.region.kind == "dot")
-    assert cell.region.gated == f and cell.region.gates == 4 and cell.splits == splits
+    assert cell.region.payload == GatedPayload(f, 4) and cell.splits == splits
     assert [v.shape for v in cell.region.extra_roots] == [(m, f)]
     assert cell.grid[0] == -(-f // 16)                 # 16 output columns (64 kernel columns) a block
 
@@ -100,7 +101,7 @@ def test_lstm_cell_kernels_compile_for_the_gpu():
     kernels = []
     for dtype, precision in (("f32", None), ("f16", None), ("f32", "tf32")):
         graph, _ = lstm_cell(3, 32, 40, dtype, precision)
-        kernels += [codegen.generate(graph, r) for r in partition(graph) if r.gated]
+        kernels += [codegen.generate(graph, r) for r in partition(graph) if r.payload_as(GatedPayload)]
     assert sorted(k.name.rsplit("_", 1)[0] for k in kernels) == ["aotc_dot", "aotc_dot_mma", "aotc_dot_tf32"]
     assert compile_device(codegen.module_source(kernels), "sm_80")[:4] == b"\x7fELF"
 
@@ -136,7 +137,7 @@ def test_gru_reset_gate_loop_runs_in_the_first_gemm(m, f, dtype):
     ins = [random_array(rng, s).astype(np_dt) for s in shapes]
     tol = 3e-2 if dtype == "f16" else 1e-4
     first, second = check(graph, ins, seed, rtol=tol, atol=tol, kinds=["dot", "dot"])
-    assert first.region.gated == f and first.region.gates == 2
+    assert first.region.payload == GatedPayload(f, 2)
     assert [v.shape for v in first.region.extra_roots] == [(m, f)]
     assert first.region.extra_roots[0] in second.region.inputs
 
@@ -164,5 +165,5 @@ def gru_step_linear_before_reset(m, k, f, dtype="f32", precision=None):
 def test_gru_cell_with_three_blocks_in_the_gemm_epilogue(m, k, f, dtype, precision):
     """k = 3 blocks use the 4-gate layout with the last slot's weights never loaded: one kernel a step."""
     (cell,) = _run_cell(gru_step_linear_before_reset(m, k, f, dtype, precision), k, dtype, precision, ["dot"])
-    assert cell.region.gated == f and cell.region.gates == 3
+    assert cell.region.payload == GatedPayload(f, 3)
     assert cell.grid[0] == -(-f // 16)

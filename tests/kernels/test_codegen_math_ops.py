@@ -89,3 +89,26 @@ def test_bitcast_kernels_keep_every_bit():
     for i, (g, w) in enumerate(zip(got, want)):
         assert g.dtype == w.dtype and g.shape == w.shape, f"output {i}"
         np.testing.assert_array_equal(_bits(g), _bits(w), err_msg=f"output {i}, seed {seed}")
+
+
+def test_integer_powers_are_multiplications_with_the_sign_of_the_base():
+    """pow(x, 2|3|4|-1) (gelu_new's x**3, RMSNorm's x**2) on negative bases: no powf, exact signs.
+
+    powf is kept for other exponents; a fractional power of a negative base is NaN, as numpy says.
+    """
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (783,))
+    outs = [b.add("pow", x, b.add("broadcast_in_dim", b.constant(np.float32(e)), shape=(783,),
+                                  broadcast_dimensions=()))
+            for e in (2.0, 3.0, 4.0, -1.0, 2.5)]
+    xs = random_array(rng, (783,), np.float32, -3.0, 3.0)
+    xs[:4] = [-2.0, -0.0, 0.0, -1e-3]
+    got, kernels, _ = run_on_host(b.build(outs), [xs])
+    source = "\n".join(k.source for k in kernels)
+    assert source.count("powf(") == 1, "only the x ** 2.5 may call powf"
+    want = interpret(b.build(outs), [xs])
+    for i, (g, w) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(g, w, rtol=3e-7, atol=0, equal_nan=True, err_msg=f"output {i}, seed {seed}")
+    assert got[1][0] == -8.0 and got[0][0] == 4.0 and got[3][0] == -0.5
+    assert np.signbit(got[1][1]) and got[3][1] == -np.inf and np.isnan(got[4][0])

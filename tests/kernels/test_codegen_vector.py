@@ -67,3 +67,15 @@ def test_loops_without_direct_inputs_or_with_huge_bodies_stay_scalar():
                      b.add("add", y, b.add("concatenate", *parts, dimension=0))])
     for kern in (codegen.generate(graph, r) for r in partition(graph)):
         assert "aotc_vec16" not in kern.source
+
+
+def test_an_input_read_transposed_as_well_is_not_a_vector_input():
+    """x^T + x: x's element i is not output element i's only read of x, so x keeps scalar loads."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (64, 64))
+    graph = b.build([b.add("add", b.add("transpose", x, permutation=(1, 0)), b.add("exp", x))])
+    ins = [random_array(rng, (64, 64))]
+    (got,), (kern,), _ = run_on_host(graph, ins)
+    assert "aotc_vec16<float> res" not in kern.source          # no direct input: no vector loop
+    np.testing.assert_allclose(got, interpret(graph, ins)[0], rtol=1e-6, atol=1e-6, err_msg=f"seed {seed}")

@@ -199,3 +199,21 @@ def test_reloaded_libraries_never_alias():
         lib.launch("k", 1, 4, [y])
         lib.close()
         assert (y == 1 + i % 2).all()
+
+
+def test_a_recycled_fd_name_of_a_library_loaded_elsewhere_is_not_reused():
+    """The C runtime's cpu device dlopens /proc/self/fd/N and closes N at once; the next memfd gets N
+    again, and loading through that name must give the new bytes, not the runtime's library."""
+    import ctypes
+    src = '#include "aotc_prelude.cuh"\nextern "C" __global__ void %s(float *y) { y[threadIdx.x] = %d; }\n'
+    other, ours = compile_host(src % ("k_other", 1), ["k_other"]), compile_host(src % ("k_ours", 2), ["k_ours"])
+    fd = os.memfd_create("runtime-like", 0)
+    os.write(fd, other)
+    held = ctypes.CDLL(f"/proc/self/fd/{fd}")      # loaded under that name, as the runtime does
+    os.close(fd)
+    lib = HostLibrary(ours)
+    y = poisoned(4)
+    lib.launch("k_ours", 1, 4, [y])
+    lib.close()
+    assert (y == 2).all()
+    assert held.aotc_host_abi is not None

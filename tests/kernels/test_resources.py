@@ -42,7 +42,7 @@ extern "C" __global__ void __launch_bounds__(128) bounded(float *y) { y[threadId
 def ptxas_report(source: str, arch: str) -> dict[str, dict]:
     """The oracle: what `ptxas -v` (through NVRTC) says of each kernel."""
     from cuda.bindings import nvrtc
-    opts = [o.encode() for o in _options(arch, True) + ["--ptxas-options=-v"]]
+    opts = [o.encode() for o in _options(arch) + ["--ptxas-options=-v"]]
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"k.cu", 0, [], [])
     try:
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
@@ -187,7 +187,7 @@ def test_cached_cubin_gives_the_same_usage(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def compiled_model():
     from aotc.compiler import compile_model
-    from tests.e2e.models import transformer_block
+    from aotc.bench.models.small import transformer_block
     model, _ = transformer_block()
     return compile_model(model, arch="sm_80,sm_90,none", host=False)
 
@@ -222,7 +222,7 @@ def test_inspect_shows_registers_and_smem(compiled_model):
 
 def test_compile_rejects_kernels_over_the_arch_limits(monkeypatch):
     from aotc.compiler import compile_model
-    from tests.e2e.models import mlp
+    from aotc.bench.models.small import mlp
     tiny = R.ArchLimits("sm_80", max_smem_per_block=163 * 1024, max_regs_per_thread=4)
     monkeypatch.setitem(R.LIMITS, "sm_80", tiny)
     model, _ = mlp()

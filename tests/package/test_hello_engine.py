@@ -56,7 +56,7 @@ def test_many_threads_give_identical_answers(hello, engine_file, expected_fn, tm
 def test_serving_a_compiled_model_matches_onnxruntime(hello, tmp_path):
     ort = pytest.importorskip("onnxruntime")
     import aotc.compiler
-    from tests.e2e.models import MODELS
+    from aotc.bench.models.small import MODELS
     model, _ = MODELS["transformer_block"]()
     path = tmp_path / "tb.engine"
     aotc.compiler.compile(model, path, arch="none")

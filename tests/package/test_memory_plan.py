@@ -100,7 +100,7 @@ def test_random_plans_with_reuse_never_overlap_live_buffers():
 
 
 def _region_case(transpose=False, convert=False):
-    from aotc.fusion.regions import Region
+    from aotc.fusion.region import Region
     from aotc.ir.graph import GraphBuilder
     b = GraphBuilder()
     x = b.input("x", (8, 8))
@@ -132,7 +132,7 @@ def test_in_place_input_only_for_pure_elementwise_maps():
 
 def test_e2e_models_arena_within_5_percent_of_bound():
     import aotc.compiler
-    from tests.e2e.models import MODELS
+    from aotc.bench.models.small import MODELS
     for name, build in MODELS.items():
         model, _ = build()
         res = aotc.compiler.compile_model(model, arch="none", host=False)

@@ -294,7 +294,7 @@ def test_corrupt_engines_never_crash(engine_file, tmp_path, seed):
     assert last[0].startswith("OK ") and int(last[0].split()[1]) > 3000, last
 
 
-# ------------------------------------------------- issue 7: serving API --
+# ------------------------------------------------- serving API --
 
 def _with_version(data: bytes, version: bytes) -> bytes:
     import struct

@@ -20,7 +20,7 @@ import pytest
 import aotc.compiler
 from aotc.kernels.host_compile import have_host_compiler
 from aotc.testing.fakecuda import environment, library_path
-from tests.e2e.models import MODELS, bert_encoder, resnet_bottleneck
+from aotc.bench.models.small import MODELS, bert_encoder, resnet_bottleneck
 from tests.helpers.rng import fresh_rng
 
 pytestmark = pytest.mark.skipif(not have_host_compiler(), reason="needs g++ for the host build")
@@ -78,16 +78,16 @@ def test_small_models_match_the_cpu_device_bit_for_bit(tmp_path):
     _assert_bit_exact(_crosscheck(MODELS, tmp_path))
 
 
-@pytest.mark.xfail(strict=True, reason="first-use ordering: the weight upload (cuMemcpyHtoD, legacy stream) is "
-                   "not ordered before the first launch on the context's non-blocking stream; the gpumath "
-                   "branch orders it, and then this test passes: remove this marker")
 def test_small_models_match_bit_for_bit_when_work_runs_as_late_as_cuda_allows(tmp_path):
+    """Before the runtime waited for its first-use work (the weight upload and the split-K counter
+    zeroing run on the legacy stream, the launches on the context's non-blocking stream), the
+    first context's first run read the weights' NaN pattern here."""
     _assert_bit_exact(_crosscheck(MODELS, tmp_path, AOTC_FAKECUDA_ORDER="deferred"))
 
 
 @pytest.mark.slow
 def test_larger_e2e_and_zoo_models_match_the_cpu_device_bit_for_bit(tmp_path):
-    from tests.e2e.zoo_models import ZOO_MODELS
+    from aotc.bench.models.zoo import ZOO_MODELS
     _assert_bit_exact(_crosscheck({"resnet_bottleneck": resnet_bottleneck, "bert_encoder": bert_encoder,
                                    **ZOO_MODELS}, tmp_path))
 

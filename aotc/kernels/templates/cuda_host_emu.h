@@ -2,7 +2,7 @@
 //
 // Force-included (`g++ -include cuda_host_emu.h`) before the kernel source, so
 // the very text that NVRTC compiles for the GPU is also compiled and run here
-// (DESIGN.md principle 3). It models the CUDA subset aotc emits: threads and
+// (docs/design.md, principle 3). It models the CUDA subset aotc emits: threads and
 // blocks, static and dynamic shared memory, __syncthreads, full-warp
 // collectives (shuffles, ballot, any/all, __syncwarp), atomics, the math
 // intrinsics, half/bfloat16 (via the CUDA headers' host paths).
@@ -609,23 +609,71 @@ inline T atomicMin(T *p, std::type_identity_t<T> v) {
   return old;
 }
 
-// Math intrinsics: exact libm on the host, so compare with tolerances.
-inline float __expf(float x) { return expf(x); }
-inline float __exp10f(float x) { return exp10f(x); }
-inline float __logf(float x) { return logf(x); }
-inline float __log2f(float x) { return log2f(x); }
-inline float __log10f(float x) { return log10f(x); }
-inline float __sinf(float x) { return sinf(x); }
-inline float __cosf(float x) { return cosf(x); }
-inline float __tanf(float x) { return tanf(x); }
-inline float __powf(float x, float y) { return powf(x, y); }
-inline float __fdividef(float x, float y) { return x / y; }
+// Math. Kernels are compiled for the GPU without fast math (nvrtc_compile.py:
+// MATH_FLAGS: no ftz, IEEE `/` and sqrtf), so the standard functions (expf,
+// powf, sinf...) are CUDA's precise ones, within a few ulp of libm's here and
+// with the same special cases (tests/kernels/test_host_math.py). The fast
+// intrinsics below are different functions on the GPU, so they are modelled
+// as the GPU computes them, not as libm would: the multiply by a constant in
+// float before ex2.approx/after lg2.approx (the source of __expf's error that
+// grows with |x|), __powf as exp2(y * log2(x)) (NaN for a negative base),
+// __sinf/__cosf reducing the argument through x * (1 / 2pi) in float (large
+// arguments lose what the GPU loses), __fdividef's zero for 2^126 < |y| < 2^128.
+// Each follows the SASS NVRTC makes of it for sm_90 under those flags (read
+// with nvdisasm): __expf = FMUL by 1.44269502f, MUFU.EX2 (inputs below -126
+// halved and the result squared, so subnormal results survive); __logf =
+// MUFU.LG2 (subnormal inputs scaled by 2^24 first), FMUL by 0.693147182f;
+// __fdividef = MUFU.RCP(y) * x (a subnormal y scaled by 2^24 first; for
+// |y| > 2^126 the reciprocal flushes to 0). The MUFU units' own last-bit
+// approximations are not modelled; they are within 2 ulp, below any
+// tolerance aotc's tests use.
+namespace aotc_emu_math {
+inline float ex2_approx(float x) { return exp2f(x); }                 // ex2.approx.f32
+inline float lg2_approx(float x) { return x < 0.0f ? NAN : log2f(x); }  // lg2.approx.f32: -0 -> -inf
+// sin.approx/cos.approx (SASS: FMUL.RZ by 1/2pi, then MUFU.SIN/COS on turns): the
+// argument in turns, one float multiply rounded toward zero, then the exact function.
+inline float turns(float x) {
+  const double d = (double)x * (double)0.15915493667125701904f;  // exact: 24 x 24 bits
+  float f = (float)d;
+  if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f);
+  return f;
+}
+inline float sin_approx(float x) {
+  if (isinf(x)) return NAN;
+  const double t = (double)turns(x);
+  return x == 0.0f ? x : (float)sin(6.283185307179586 * (t - nearbyint(t)));
+}
+inline float cos_approx(float x) {
+  if (isinf(x)) return NAN;
+  const double t = (double)turns(x);
+  return (float)cos(6.283185307179586 * (t - nearbyint(t)));
+}
+}  // namespace aotc_emu_math
+inline float __expf(float x) { return aotc_emu_math::ex2_approx(x * 1.44269502f); }
+inline float __exp10f(float x) { return aotc_emu_math::ex2_approx(x * 3.32192809f); }
+inline float __log2f(float x) { return aotc_emu_math::lg2_approx(x); }
+inline float __logf(float x) { return aotc_emu_math::lg2_approx(x) * 0.693147182f; }
+inline float __log10f(float x) { return aotc_emu_math::lg2_approx(x) * 0.301029996f; }
+inline float __powf(float x, float y) { return aotc_emu_math::ex2_approx(y * aotc_emu_math::lg2_approx(x)); }
+inline float __sinf(float x) { return aotc_emu_math::sin_approx(x); }
+inline float __cosf(float x) { return aotc_emu_math::cos_approx(x); }
+inline float __fdividef(float x, float y) {
+  const float ay = fabsf(y);
+  if (ay > 0x1p126f && ay < INFINITY) return isinf(x) ? NAN : 0.0f * x * y;  // documented: 0, NaN for inf x
+  if (ay < 0x1p-126f) {                                                       // subnormal y: both scaled first
+    x *= 0x1p24f;
+    y *= 0x1p24f;
+  }
+  return x * (1.0f / y);                                                      // rcp.approx, then a multiply
+}
+inline float __tanf(float x) { return __fdividef(__sinf(x), __cosf(x)); }
 inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __fsqrt_rn(float x) { return sqrtf(x); }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+// rsqrt.approx.f32 (2 ulp); the special cases are 1/sqrt's: +-0 -> +-inf, x < 0 -> NaN, inf -> 0.
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 inline float __int_as_float(int x) { float f; memcpy(&f, &x, 4); return f; }

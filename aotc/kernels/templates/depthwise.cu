@@ -13,7 +13,8 @@ extern "C" __global__ void __launch_bounds__(${block}) ${name}(${params}) {
   const ${idx_t} ow0 = (${idx_t})(blockIdx.x % ${tiles_w}) * ${tw};
   const ${idx_t} c0 = (${idx_t})blockIdx.y * ${tc};
   const ${idx_t} n = blockIdx.z;
-${stage}  __syncthreads();
+  ${include depthwise_stage.part}
+  __syncthreads();
   const int cc = threadIdx.x % ${tc};
   const ${idx_t} c = c0 + cc;
   for (int p = threadIdx.x / ${tc}; p < ${th} * ${tw}; p += ${lanes}) {

@@ -20,7 +20,8 @@ extern "C" __global__ void __launch_bounds__(${block}) ${name}(${params}) {
   for (int chunk = 0; chunk < ${chunks}; ++chunk) {
     const ${idx_t} c0 = ((${idx_t})blockIdx.y * ${chunks} + chunk) * ${tc};
     if (c0 >= ${chans}) break;            // the same for every thread of the block
-${stage}    __syncthreads();
+    ${include depthwise_stage.part}
+    __syncthreads();
     {
       const int cc = threadIdx.x % ${tc};
       const ${idx_t} c = c0 + cc;

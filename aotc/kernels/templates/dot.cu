@@ -32,7 +32,22 @@ ${row_stats}
   for (${idx_t} kt = 0; kt <= tiles; ++kt) {
     if (kt < tiles) {
       const ${idx_t} k0 = kbeg + kt * 16;
-${fetch}
+    for (int l = 0; l < 4; ++l) {
+      const ${idx_t} am = m0 + (threadIdx.x >> 4) + 16 * l;
+      const ${idx_t} ak = k0 + (threadIdx.x & 15);
+      float a = 0.0f;
+      if (am < ${m} && ak < ${k}) {
+${load_a}
+      }
+      ra[l] = a;
+      const ${idx_t} bk = k0 + (threadIdx.x >> 6) + 4 * l;
+      const ${idx_t} bn = n0 + (threadIdx.x & 63);
+      float bv = 0.0f;
+      if (bk < ${k} && bn < ${n}) {
+${load_b}
+      }
+      rb[l] = bv;
+    }
     }
     if (kt > 0) {
       const int prev = cur ^ 1;

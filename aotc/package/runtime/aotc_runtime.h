@@ -256,8 +256,9 @@ AOTC_API aotc_status_t aotc_context_bind_host_output(aotc_context_t *context, co
 
 /* Runs every launch of the engine in order and waits for completion. */
 AOTC_API aotc_status_t aotc_context_run(aotc_context_t *context);
-/* cuda: enqueues one run on `stream` (a CUstream; NULL means the context's
- * own stream) and returns without waiting: inputs bound with
+/* cuda: enqueues one run on `stream` (a CUstream, or (void *)1 / (void *)2 for
+ * the legacy / per-thread default stream, CU_STREAM_LEGACY / CU_STREAM_PER_THREAD;
+ * NULL means the context's own stream) and returns without waiting: inputs bound with
  * bind_host_input are uploaded and outputs bound with bind_host_output
  * downloaded on that stream, so host buffers must stay valid until it is
  * synchronized (aotc_context_synchronize, or the caller's own sync). Work

@@ -313,6 +313,15 @@ static aotc_status_t check_params(const aotc_engine_t *e, CUfunction fn, uint32_
                           img->kind == AOTC_SEC_PTX ? "PTX" : "cubin", img->tag, l->arg_count);
 }
 
+/* First-use work (the weight upload, zeroing the split-K counters) runs on the
+ * legacy stream, and the contexts' streams are CU_STREAM_NON_BLOCKING: nothing
+ * orders the two. A cuMemcpyHtoD from pageable memory may return before its DMA
+ * lands and cuMemsetD8 on device memory is asynchronous, so both are waited
+ * for here, once, before any kernel can read what they wrote. (Split-K kernels
+ * leave their counters zero again, launch by launch and in graph replays alike.)
+ */
+static CUresult finish_legacy_stream(void) { return cu.StreamSynchronize(NULL); }
+
 static aotc_status_t prepare_locked(aotc_engine_t *e, struct aotc_cuda_engine_s *c) {
   int arch = 0;
   const aotc_section_t *img = NULL;
@@ -382,6 +391,7 @@ static aotc_status_t prepare_locked(aotc_engine_t *e, struct aotc_cuda_engine_s 
     } else if (e->weights_size) {
       r = cu.MemcpyHtoD(c->weights, e->weights->data, (size_t)e->weights_size);
       if (r != 0) st = cu_error(r, "cuMemcpyHtoD(weights)");
+      else if ((r = finish_legacy_stream()) != 0) st = cu_error(r, "cuStreamSynchronize(weights upload)");
     }
   }
   CUcontext popped;
@@ -444,6 +454,7 @@ aotc_status_t aotc_cuda_context_init(aotc_context_t *x) {
       r = cu.MemsetD8(arena + (x->engine->arena_size - x->engine->arena_zeroed), 0,
                       (size_t)x->engine->arena_zeroed);
       if (r != 0) st = cu_error(r, "cuMemsetD8(arena counters)");
+      else if ((r = finish_legacy_stream()) != 0) st = cu_error(r, "cuStreamSynchronize(arena counters)");
     }
   }
   x->stream = stream;

@@ -1,0 +1,15 @@
+"""Flash-attention kernel rules: the head sizes it holds.
+
+The kernel (templates/attention.cu) keeps K and V tiles of 32 keys x head_dim in
+static shared memory and each lane of a warp holds ceil(dv / 32) output values,
+so Q·K and P·V head dims up to MAX_HEAD_DIM fit. A larger head leaves the
+pattern to the ordinary GEMM, reduction and loop kernels.
+"""
+from __future__ import annotations
+
+MAX_HEAD_DIM = 128      # static shared memory holds K and V tiles of 32 x head_dim
+
+
+def attention_fits(match) -> bool:
+    """The flash-attention kernel can run this AttentionMatch (aotc.patterns.attention)."""
+    return match.dh <= MAX_HEAD_DIM and match.dv <= MAX_HEAD_DIM

@@ -1,0 +1,363 @@
+"""ONNX importer: an ONNX model (proto, file path or bytes) to an aotc Graph.
+
+The flow is load -> onnx.checker -> strict shape inference -> static input
+shapes (`input_shapes` fixes symbolic dims) -> a pre-scan that reports every
+unsupported node, attribute value and dtype in ONE UnsupportedError -> node
+by node conversion through the converter table (ops.py, nn_ops.py, ...).
+
+aotc's shapes are static, so the tensors ONNX uses to carry shapes
+(Reshape's shape, Slice's starts, Unsqueeze's axes, ...) are evaluated at
+import time: a converter calls `ctx.static(value)`, which runs the producing
+sub-graph through the reference interpreter when all its leaves are
+constants. The shape nodes stay in the graph; constant folding and DCE
+remove them.
+
+To support a new op, add a converter to the table (see ops.py).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+
+from aotc.errors import ModelError, UnsupportedError, VerifyError
+from aotc.importers.onnx import (control_ops, image_ops, index_ops, math_ops,  # noqa: F401
+                                 nn_more_ops, nn_ops, resize, rnn_ops, shape_ops,
+                                 signal_ops, text_ops)  # (imported to register their converters)
+from aotc.importers.onnx.functions import MAX_ROUNDS, expand_functions
+from aotc.importers.onnx.ops import CHECKS, CONVERTERS
+from aotc.importers.static_values import StaticValues
+from aotc.ir import dtypes
+from aotc.ir.dtypes import DType
+from aotc.ir.graph import Graph, GraphBuilder, Value
+
+ONNX_DTYPES: dict[int, DType] = {
+    TensorProto.FLOAT: dtypes.f32, TensorProto.FLOAT16: dtypes.f16, TensorProto.BFLOAT16: dtypes.bf16,
+    TensorProto.INT64: dtypes.i64, TensorProto.INT32: dtypes.i32, TensorProto.INT8: dtypes.i8,
+    TensorProto.UINT8: dtypes.u8, TensorProto.BOOL: dtypes.boolean,
+}
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def dtype_name(elem_type: int) -> str:
+    return TensorProto.DataType.Name(elem_type)
+
+
+def import_onnx(model: onnx.ModelProto | str | bytes | os.PathLike,
+                input_shapes: dict[str, tuple] | None = None) -> Graph:
+    """Convert an ONNX model to a Graph; `input_shapes` fixes symbolic input dims by name."""
+    model, weights = _split_large_initializers(_load(model))
+    try:
+        onnx.checker.check_model(model)
+    except Exception as e:  # the checker raises several exception types
+        raise ModelError(f"ONNX checker rejected the model: {_one_line(e)}") from None
+    model = _inline_local_functions(model)
+    model = _fix_input_shapes(model, input_shapes or {})
+    _spell_out_defaults(model)
+    try:
+        model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as e:
+        # ONNX's inference of a few ops fails on valid models (MeanVarianceNormalization infers its
+        # function body without binding the body's attribute references): fall back to the
+        # non-strict result; aotc's own type rules check every converted node anyway
+        try:
+            model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=False, data_prop=True)
+        except Exception:
+            raise ModelError(f"ONNX shape inference failed: {_one_line(e)}") from None
+    opsets = {o.domain: o.version for o in model.opset_import}
+    opset = opsets.get("", opsets.get("ai.onnx", 1))
+    for _ in range(MAX_ROUNDS):
+        model, expanded = expand_functions(model, opset, CONVERTERS)
+        if not expanded:
+            break
+        try:
+            model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        except Exception as e:
+            raise ModelError(f"ONNX shape inference failed after expanding {expanded}: {_one_line(e)}") from None
+    _prescan(model, opsets, opset)
+    return _convert(model, opset, weights)
+
+
+def _spell_out_defaults(model: onnx.ModelProto) -> None:
+    """Write attribute defaults that onnx's shape inference gets wrong into the nodes.
+
+    STFT's `onesided` defaults to 1 in the spec, onnxruntime and the reference,
+    but onnx 1.23's shape inference assumes 0 when it is absent and infers a
+    full-spectrum output shape, which aotc's cross-check would then reject.
+    """
+    for node in model.graph.node:
+        if node.op_type == "STFT" and node.domain in ("", "ai.onnx") and \
+                not any(a.name == "onesided" for a in node.attribute):
+            node.attribute.append(onnx.helper.make_attribute("onesided", 1))
+
+
+def _inline_local_functions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Calls to the model's own functions replaced by their bodies.
+
+    PyTorch's dynamo exporter (torch 2.1-2.4) and onnxscript write each module
+    as a model-local function in a custom domain (`pkg.torch...`); their nodes
+    are plain ONNX ops once inlined. Bodies written for another opset version
+    are converted to the model's.
+    """
+    if not model.functions:
+        return model
+    import onnx.inliner
+    try:
+        return onnx.inliner.inline_local_functions(model, convert_version=True)
+    except Exception as e:
+        raise ModelError(f"cannot inline the model's local functions: {_one_line(e)}") from None
+
+
+LARGE_INITIALIZER = 1 << 16      # elements
+
+
+def _split_large_initializers(model: onnx.ModelProto):
+    """A copy whose large initializers are graph inputs of the same type, and those initializers.
+
+    The checker and shape inference serialize the whole model (twice, 2 s for
+    BERT-base's 440 MB); weights only need their types there, and no shape
+    computation reads a tensor that large.
+    """
+    big = [t for t in model.graph.initializer if int(np.prod(t.dims, dtype=np.int64)) >= LARGE_INITIALIZER]
+    if not big:
+        return model, []
+    names = {t.name for t in big}
+    light = onnx.ModelProto()
+    light.CopyFrom(model)
+    kept = [t for t in light.graph.initializer if t.name not in names]
+    del light.graph.initializer[:]
+    light.graph.initializer.extend(kept)
+    declared = {i.name for i in light.graph.input}
+    light.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                             for t in big if t.name not in declared)
+    return light, big
+
+
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())
+
+
+def _load(model) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    try:
+        if isinstance(model, (bytes, bytearray)):
+            return onnx.load_from_string(bytes(model))
+        return onnx.load(os.fspath(model))
+    except Exception as e:
+        raise ModelError(f"cannot load ONNX model: {_one_line(e)}") from None
+
+
+def _graph_inputs(graph) -> list:
+    """Graph inputs that are real inputs (an input with an initializer is a constant)."""
+    inits = {t.name for t in graph.initializer}
+    return [i for i in graph.input if i.name not in inits]
+
+
+def _fix_input_shapes(model: onnx.ModelProto, input_shapes: dict) -> onnx.ModelProto:
+    inputs = _graph_inputs(model.graph)
+    names = [i.name for i in inputs]
+    for name in input_shapes:
+        if name not in names:
+            raise ModelError(f"input_shapes names '{name}', which is not a model input (inputs: {names})")
+    if input_shapes:
+        fixed = onnx.ModelProto()
+        fixed.CopyFrom(model)
+        model, inputs = fixed, _graph_inputs(fixed.graph)
+    unfixed = []            # (input, first free dim, what it is, an example shape with 1 for free dims)
+    for inp in inputs:
+        if not inp.type.HasField("tensor_type"):
+            raise UnsupportedError(f"input '{inp.name}' is not a tensor (sequence/map inputs are not supported)")
+        tt = inp.type.tensor_type
+        if inp.name in input_shapes:
+            want = tuple(int(d) for d in input_shapes[inp.name])
+            if tt.HasField("shape") and len(tt.shape.dim) != len(want):
+                raise ModelError(f"input_shapes['{inp.name}'] = {want} has rank {len(want)}, "
+                                 f"but the input has rank {len(tt.shape.dim)}")
+            del tt.shape.dim[:]
+            for d in want:
+                tt.shape.dim.add().dim_value = d
+        if not tt.HasField("shape"):
+            raise ModelError(f"input '{inp.name}' has no shape; give it with input_shapes={{'{inp.name}': (...)}}")
+        free = [(i, d) for i, d in enumerate(tt.shape.dim) if not d.HasField("dim_value")]
+        if free:
+            i, d = free[0]
+            unfixed.append((inp.name, i, f"symbolic ('{d.dim_param}')" if d.dim_param else "unknown",
+                            "x".join(str(e.dim_value) if e.HasField("dim_value") else "1" for e in tt.shape.dim)))
+    if unfixed:
+        name, i, what, _ = unfixed[0]
+        flags = " ".join(f"--input-shape {n}:{example}" for n, _, _, example in unfixed)
+        raise ModelError(f"input '{name}' dim {i} is {what}; aotc needs static shapes: pass input_shapes="
+                         f"{{{', '.join(repr(n) + ': (...)' for n, _, _, _ in unfixed)}}} (aotc compile: {flags})")
+    return model
+
+
+def _elem_types(model) -> dict[str, int]:
+    g = model.graph
+    out = {t.name: t.data_type for t in g.initializer}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        if vi.type.HasField("tensor_type"):
+            out[vi.name] = vi.type.tensor_type.elem_type
+    return out
+
+
+def _node_label(node, i: int) -> str:
+    return f"'{node.name}'" if node.name else f"#{i} (output '{node.output[0] if node.output else '?'}')"
+
+
+def _prescan(model, opsets: dict, opset: int):
+    """Collect every unsupported node / dtype, then raise one error listing them all."""
+    elem = _elem_types(model)
+
+    def dtype_of(name):
+        return ONNX_DTYPES.get(elem.get(name)) if name else None
+
+    problems = []
+    for vi in list(_graph_inputs(model.graph)) + list(model.graph.initializer):
+        t = vi.data_type if isinstance(vi, TensorProto) else vi.type.tensor_type.elem_type
+        if t not in ONNX_DTYPES:
+            kind = "initializer" if isinstance(vi, TensorProto) else "input"
+            problems.append(f"{kind} '{vi.name}' has dtype {dtype_name(t)}")
+    for i, node in enumerate(model.graph.node):
+        reason = None
+        if node.domain not in _DEFAULT_DOMAINS:
+            reason = f"domain '{node.domain}' is not supported (only the default ONNX domain)"
+        elif node.op_type not in CONVERTERS:
+            reason = "no converter for this op"
+        else:
+            bad = [f"'{n}' is {dtype_name(elem[n])}" for n in list(node.input) + list(node.output)
+                   if n and n in elem and elem[n] not in ONNX_DTYPES]
+            if bad:
+                reason = f"unsupported dtype: {', '.join(bad)}"
+            elif node.op_type in CHECKS:
+                at = {a.name: _attr_value(a) for a in node.attribute}
+                reason = CHECKS[node.op_type](at, node, opset, dtype_of)
+        if reason:
+            v = opsets.get(node.domain, opset) if node.domain not in _DEFAULT_DOMAINS else opset
+            dom = f"{node.domain}::" if node.domain not in _DEFAULT_DOMAINS else ""
+            problems.append(f"{dom}{node.op_type} {_node_label(node, i)} (opset {v}): {reason}")
+    if problems:
+        head = f"{len(problems)} unsupported item(s) in ONNX model (default-domain opset {opset})"
+        raise UnsupportedError(
+            f"{head}: " + "; ".join(problems) + f". Supported ONNX ops: {', '.join(sorted(CONVERTERS))}",
+            details=problems, summary=f"{head} (`aotc ops` lists what is supported):")
+
+
+def _attr_value(a: onnx.AttributeProto):
+    v = onnx.helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, list):
+        return [x.decode() if isinstance(x, bytes) else x for x in v]
+    return v
+
+
+class Ctx:
+    """What a converter sees: the builder, the opset, the current node and static evaluation."""
+
+    def __init__(self, b: GraphBuilder, opset: int):
+        self.b = b
+        self.opset = opset
+        self.node = None
+        self.label = ""
+        self._values = StaticValues(b)
+        self.env: dict[str, Value] = {}
+
+    @property
+    def op_type(self) -> str:
+        return self.node.op_type
+
+    def where(self) -> str:
+        return f"{self.node.op_type} {self.label} (opset {self.opset})"
+
+    def fail(self, reason: str) -> UnsupportedError:
+        return UnsupportedError(f"{self.where()}: {reason}")
+
+    def model_error(self, reason: str) -> ModelError:
+        return ModelError(f"{self.where()}: {reason}")
+
+    def add(self, op: str, *inputs: Value, **attrs) -> Value:
+        return self.b.add(op, *inputs, name=self.node.name or self.node.op_type.lower(), **attrs)
+
+    def const(self, array, dtype: DType | None = None) -> Value:
+        return self.b.constant(np.asarray(array), name=self.node.name or "c", dtype=dtype)
+
+    def static(self, v: Value, what: str = "input") -> np.ndarray:
+        """The value of `v`, computed now from constants; UnsupportedError if it depends on an input."""
+        value, leaf = self._values.evaluate(v)
+        if value is None:
+            err = self.fail(f"{what} must be computable at import time (aotc shapes are static), "
+                            f"but it depends on model input '{leaf.name}'")
+            err.static_input = leaf.name   # a caller may freeze this input to a constant and retry
+            raise err
+        return value
+
+    def maybe_static(self, v: Value) -> np.ndarray | None:
+        try:
+            return self.static(v)
+        except UnsupportedError:
+            return None
+
+    def static_ints(self, v: Value, what: str = "input") -> list[int]:
+        return [int(x) for x in np.asarray(self.static(v, what)).reshape(-1)]
+
+
+def _convert(model: onnx.ModelProto, opset: int, big=()) -> Graph:
+    """The Graph of `model`; `big` are the large initializers split out before checking (constants)."""
+    g = model.graph
+    b = GraphBuilder(g.name or "main")
+    env: dict[str, Value] = {}
+    big_names = {t.name for t in big}
+    for inp in _graph_inputs(g):
+        if inp.name in big_names:
+            continue
+        tt = inp.type.tensor_type
+        env[inp.name] = b.input(inp.name, [d.dim_value for d in tt.shape.dim], ONNX_DTYPES[tt.elem_type])
+    for t in list(g.initializer) + list(big):
+        env[t.name] = b.constant(numpy_helper.to_array(t), name=t.name, dtype=ONNX_DTYPES[t.data_type])
+    inferred = {vi.name: vi.type.tensor_type for vi in list(g.value_info) + list(g.output)
+                if vi.type.HasField("tensor_type")}
+    ctx = Ctx(b, opset)
+    convert_nodes(ctx, g.node, env, inferred)
+    outputs = [env[o.name] for o in g.output]
+    return b.build(outputs, [o.name for o in g.output])
+
+
+def convert_nodes(ctx: Ctx, nodes, env: dict[str, Value], inferred: dict) -> None:
+    """Convert `nodes` in order, binding their outputs in `env` (also for If, Loop and Scan bodies)."""
+    saved, saved_env = (ctx.node, ctx.label), ctx.env
+    ctx.env = env
+    for i, node in enumerate(nodes):
+        ctx.node, ctx.label = node, _node_label(node, i)
+        if node.domain not in _DEFAULT_DOMAINS or node.op_type not in CONVERTERS:
+            raise ctx.fail("no converter for this op (inside a subgraph)")
+        missing = [n for n in node.input if n and n not in env]
+        if missing:
+            raise ModelError(f"{ctx.where()}: input(s) {missing} are not defined before the node")
+        ins = [env[n] if n else None for n in node.input]
+        at = {a.name: _attr_value(a) for a in node.attribute}
+        outs = CONVERTERS[node.op_type](ctx, ins, at)
+        outs = [outs] if isinstance(outs, Value) else list(outs)
+        for k, name in enumerate(node.output):
+            if not name:
+                continue
+            if k >= len(outs) or outs[k] is None:
+                raise ctx.fail(f"output {k} ('{name}') is not supported")
+            env[name] = outs[k]
+            _check_inferred(ctx, name, outs[k], inferred.get(name))
+    (ctx.node, ctx.label), ctx.env = saved, saved_env
+
+
+def _check_inferred(ctx: Ctx, name: str, v: Value, tt):
+    """Cross-check a converter's result type with ONNX shape inference (catches converter bugs)."""
+    if tt is None or not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim):
+        return
+    shape = tuple(d.dim_value for d in tt.shape.dim)
+    dt = ONNX_DTYPES.get(tt.elem_type)
+    if shape != v.shape or (dt is not None and dt != v.dtype):
+        raise VerifyError(f"{ctx.where()}: output '{name}' converted to {v.type} but ONNX infers "
+                          f"{dtype_name(tt.elem_type)}{list(shape)} (importer bug)")

@@ -1,0 +1,73 @@
+"""The kernel families' fusion rules: anchors, accepted prologues, fit limits, read by fusion and kernels alike."""
+import numpy as np
+
+from aotc.fusion import rules
+from aotc.fusion.rules import conv as conv_rules
+from aotc.fusion.rules.gemm import lhs_loaded_once, pointwise_conv
+from aotc.fusion.rules.target import MAX_WORKSPACE, TARGET_SMS
+from aotc.ir import ops
+from aotc.ir.graph import GraphBuilder
+from aotc.kernels import codegen_conv, split_k
+
+
+def _conv(b, x, o, k, groups):
+    w = b.constant(np.ones((o, k, k, x.shape[-1] // groups), np.float32))
+    p = (k // 2, k // 2)
+    return b.add("convolution", x, w, strides=(1, 1), padding=(p, p), dilations=(1, 1), groups=groups,
+                 layout="NHWC")
+
+
+def _node(v, graph):
+    return graph.producers()[v]
+
+
+def test_every_anchor_category_has_a_family():
+    assert set(rules.ANCHOR_KINDS) == {ops.REDUCTION, ops.DOT, ops.CONV, ops.WINDOW}
+    dot, red = rules.RULES[ops.DOT], rules.RULES[ops.REDUCTION]
+    assert rules.prologue_accepts(dot, "transpose") and rules.prologue_accepts(dot, "convert")
+    assert not rules.prologue_accepts(dot, "exp")
+    assert rules.prologue_accepts(red, "exp") and not rules.prologue_accepts(red, "dot_general")
+    assert rules.prologue_accepts(None, "exp") and not rules.prologue_accepts(None, "reduce")
+
+
+def test_a_depthwise_conv_runs_on_the_depthwise_kernel_while_its_patch_fits():
+    b = GraphBuilder()
+    x = b.input("x", (1, 16, 16, 32))
+    small, huge = _conv(b, x, 32, 3, 32), _conv(b, x, 32, 31, 32)
+    dense = _conv(b, x, 32, 3, 1)
+    g = b.build([small, huge, dense])
+    assert conv_rules.staged_depthwise(_node(small, g))
+    assert not conv_rules.staged_depthwise(_node(huge, g))        # a 31x31 patch of 32 channels > 48 KB
+    assert not conv_rules.staged_depthwise(_node(dense, g)) and not conv_rules.staged_depthwise(None)
+    assert conv_rules.channel_tile(8) == 8 and conv_rules.channel_tile(33) == conv_rules.DW_CHANNELS
+
+
+def test_a_pointwise_conv_joins_a_depthwise_one_within_the_tile_limits():
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 8, 16))
+    dw = _conv(b, x, 16, 3, 16)
+    ok, wide = _conv(b, dw, 24, 1, 1), _conv(b, dw, 5000, 1, 1)
+    g = b.build([ok, wide])
+    assert pointwise_conv(_node(ok, g)) and not pointwise_conv(_node(dw, g))
+    assert conv_rules.depthwise_project_fits(_node(dw, g), _node(ok, g)) == ""
+    why = conv_rules.depthwise_project_fits(_node(dw, g), _node(wide, g))
+    assert why == "5000 pointwise outputs per pixel do not fit a tile"
+
+
+def test_a_gemm_lhs_is_loaded_once_up_to_one_tile_of_columns():
+    b = GraphBuilder()
+    x = b.input("x", (8, 32))
+    narrow, wide = b.input("w", (32, 64)), b.input("v", (32, 65))
+    dims = dict(lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
+    d1, d2 = b.add("dot_general", x, narrow, **dims), b.add("dot_general", x, wide, **dims)
+    h = b.add("convert", x, dtype="f16")
+    d3 = b.add("dot_general", h, b.add("convert", narrow, dtype="f16"), **dims)
+    g = b.build([d1, d2, d3])
+    assert lhs_loaded_once(_node(d1, g)) and not lhs_loaded_once(_node(d2, g))
+    assert not lhs_loaded_once(_node(d3, g))          # f16 operands are rounded where they are stored
+
+
+def test_kernels_read_their_limits_from_the_rules():
+    assert codegen_conv.depthwise_node_fits is conv_rules.depthwise_node_fits and codegen_conv._project_plan is \
+        conv_rules.project_plan
+    assert split_k.TARGET_SMS == TARGET_SMS and split_k.MAX_WORKSPACE == MAX_WORKSPACE

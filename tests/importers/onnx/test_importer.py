@@ -1,0 +1,99 @@
+"""The ONNX importer's flow: input shapes, bytes, one error listing every unsupported node, checker and dtype
+errors, model-local functions. The converters' one-node tests are in test_<module>.py beside this file."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from aotc.errors import ModelError, UnsupportedError
+from aotc.importers.onnx import import_onnx
+from tests.importers.onnx.one_node import F, I, check, make_model
+
+
+def test_input_shapes_override_and_bytes():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g", [x],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ModelError, match=r"input 'x' dim 0 is symbolic \('batch'\)"):
+        import_onnx(model)
+    graph = import_onnx(model.SerializeToString(), input_shapes={"x": (4, 3)})
+    assert graph.inputs[0].shape == (4, 3) and graph.outputs[0].shape == (4, 3)
+    with pytest.raises(ModelError, match="'nope'"):
+        import_onnx(model, input_shapes={"nope": (1, 3)})
+
+
+def test_unsupported_nodes_listed_in_one_error():
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="ok"),
+             helper.make_node("RandomUniformLike", ["r"], ["h"], name="rnd"),
+             helper.make_node("MyOp", ["h"], ["y"], name="custom", domain="my.domain")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("my.domain", 1)])
+    with pytest.raises(UnsupportedError) as e:
+        import_onnx(model)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert "2 unsupported" in msg
+    assert "RandomUniformLike 'rnd' (opset 17)" in msg and "my.domain::MyOp 'custom' (opset 1)" in msg
+    assert "Supported ONNX ops:" in msg and "Conv" in msg
+
+
+def test_unsupported_attribute_and_dtype():
+    c = [onnx.numpy_helper.from_array(np.ones(1, np.float32), n) for n in ("s", "b", "m", "v")]
+    nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["p"], name="bn", training_mode=1),
+             helper.make_node("Cast", ["p"], ["y"], name="to_double", to=TensorProto.DOUBLE)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [1, 1, 4, 4])], c)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(UnsupportedError, match="BatchNormalization 'bn'.*training_mode.*Cast 'to_double'.*DOUBLE"):
+        import_onnx(model)
+
+
+def test_dynamic_static_value_is_named():
+    model = make_model("Reshape", [("x", F(2, 6)), ("s", I(3, 4))])
+    with pytest.raises(UnsupportedError, match=r"Reshape 'reshape_0' \(opset 17\): shape .*model input 's'"):
+        import_onnx(model)
+
+
+def test_checker_failure_is_model_error():
+    node = helper.make_node("Relu", ["x"], ["y"], name="r")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.graph.node[0].input[0] = "missing"
+    with pytest.raises(ModelError, match="checker"):
+        import_onnx(model)
+
+
+def test_double_input_rejected():
+    model = make_model("Relu", [("x", np.ones((2,), np.float64))])
+    with pytest.raises(UnsupportedError, match="input 'x' has dtype DOUBLE"):
+        import_onnx(model)
+
+
+def test_model_local_functions_are_inlined():
+    """Dynamo-style export: modules as local functions (nested, with an attribute reference)."""
+    leaky = helper.make_node("LeakyRelu", ["t"], ["y"], name="act")
+    leaky.attribute.append(onnx.AttributeProto(name="alpha", ref_attr_name="slope", type=onnx.AttributeProto.FLOAT))
+    act = helper.make_function("pkg.torch.nn", "Act", ["t"], ["y"], [leaky],
+                               [helper.make_opsetid("", 17)], attributes=["slope"])
+    linear = helper.make_function(
+        "pkg.torch.nn", "Linear", ["x", "w"], ["y"],
+        [helper.make_node("MatMul", ["x", "w"], ["t"], name="mm"),
+         helper.make_node("Act", ["t"], ["y"], name="call_act", domain="pkg.torch.nn", slope=0.2)],
+        [helper.make_opsetid("", 17), helper.make_opsetid("pkg.torch.nn", 1)])
+    nodes = [helper.make_node("Linear", ["x", "w"], ["h"], name="l0", domain="pkg.torch.nn"),
+             helper.make_node("Softmax", ["h"], ["y"], name="sm", axis=-1)]
+    g = helper.make_graph(nodes, "fn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])],
+                          [numpy_helper.from_array(F(4, 5), "w")])
+    model = helper.make_model(g, functions=[act, linear],
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("pkg.torch.nn", 1)])
+    check(model, {"x": F(3, 4)})          # negative inputs to LeakyRelu: the referenced slope 0.2 matters
+
+
+
+
