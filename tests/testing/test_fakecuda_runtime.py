@@ -86,10 +86,11 @@ def test_small_models_match_bit_for_bit_when_work_runs_as_late_as_cuda_allows(tm
 
 
 @pytest.mark.slow
-def test_larger_e2e_and_zoo_models_match_the_cpu_device_bit_for_bit(tmp_path):
+@pytest.mark.parametrize("order", ["eager", "deferred"])
+def test_larger_e2e_and_zoo_models_match_the_cpu_device_bit_for_bit(tmp_path, order):
     from aotc.bench.models.zoo import ZOO_MODELS
     _assert_bit_exact(_crosscheck({"resnet_bottleneck": resnet_bottleneck, "bert_encoder": bert_encoder,
-                                   **ZOO_MODELS}, tmp_path))
+                                   **ZOO_MODELS}, tmp_path, AOTC_FAKECUDA_ORDER=order))
 
 
 def _aotc(*args, env=None):
