@@ -167,3 +167,13 @@ def test_plan_passing_the_wrong_argument_count_is_refused(tmp_path, change):
     want = f"takes {n + 1} parameters" if change == "drop" else f"takes {n - 1} parameters"
     assert f"kernel '{launch.kernel}' (launch 0) {want} in the cubin sm_90, the launch plan passes {n}" \
         in proc.stderr, proc.stderr
+
+
+def test_engine_without_a_host_build_says_the_stand_in_needs_one(tmp_path):
+    model, _ = MODELS["mlp"]()
+    engine = tmp_path / "m.engine"
+    aotc.compiler.compile(model, engine, host=False)
+    proc = _aotc("run", str(engine), "--device", "cuda")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "the stand-in CUDA driver runs the engine's host build: engine has no host build" in proc.stderr, \
+        proc.stderr
