@@ -11,8 +11,10 @@ Greedy and bounded, in two phases, each trial one compile and run of the debug b
   holding when the outputs still meet the tolerance, so every name left is needed.
 
 `max_trials` bounds the compiles of both phases together. The result is what
-`aotc compile --keep-fp32` takes (names as the IR knows them: ONNX node names, an
-unnamed node's op type in lower case), and the error the model's outputs have with it.
+`aotc compile --keep-fp32` takes: the names of the nodes the precision pass sees, which
+are the ONNX node names (an unnamed node's op type in lower case), except where an
+earlier pass made a node of several (merge-dots' `MatMul_11.merged`: the Q/K/V GEMMs
+in one, kept in f32 together). With it comes the error the model's outputs then have.
 Only fp16 and bf16 engines apply: fp32/tf32 have nothing to keep, and aotc builds no
 int8 engines yet.
 """
@@ -23,7 +25,6 @@ from dataclasses import dataclass
 
 from aotc.debug.compare import DeviceReport, KernelReport, Session, check_precision, run_compare
 from aotc.debug.ddmin import ddmin
-from aotc.debug.onnx_model import node_name
 from aotc.errors import AotcError
 
 LOW_PRECISIONS = ("fp16", "bf16")
@@ -49,13 +50,13 @@ class BisectResult:
                                                                            "onnx_nodes": bad.onnx_nodes}}}
 
 
-def _feeders(proto) -> dict[str, list[str]]:
-    """ONNX node name -> names of the nodes producing its inputs."""
-    producer = {o: node_name(n) for n in proto.graph.node for o in n.output if o}
+def _feeders(graph) -> dict[str, list[str]]:
+    """Node name -> names of the nodes producing its inputs, in `graph` (the graph before precision)."""
+    producer = graph.producers()
     out: dict[str, list[str]] = {}
-    for n in proto.graph.node:
-        feeds = out.setdefault(node_name(n), [])
-        feeds += [producer[i] for i in n.input if i in producer and producer[i] not in feeds]
+    for n in graph.nodes:
+        feeds = out.setdefault(n.name, [])
+        feeds += [producer[v].name for v in n.inputs if v in producer and producer[v].name not in feeds]
     return out
 
 
@@ -65,10 +66,10 @@ def next_names(report: DeviceReport, keep: set[str], feeders: dict[str, list[str
                                         key=lambda k: (-k.error.nonfinite, -k.error.max_rel_err))
     first = report.first_bad
     for k in ([first] if first else []) + ranked:
-        new = [n for n in k.onnx_nodes if n not in keep]
+        new = [n for n in k.keep_names if n not in keep]
         if new:
             return new
-        up = list(dict.fromkeys(f for n in k.onnx_nodes for f in feeders.get(n, []) if f not in keep))
+        up = list(dict.fromkeys(f for n in k.keep_names for f in feeders.get(n, []) if f not in keep and f in feeders))
         if up:
             return up
     return []
@@ -97,7 +98,7 @@ def bisect_precision(session: Session, precision: str, keep_fp32=(), rtol=None, 
     before = first if first is not None else trial(given)
     if before.passes:
         return BisectResult(given, [], True, trials, before, before)
-    feeders = _feeders(session.proto)
+    feeders = _feeders(session.before_precision())
     keep, added, current = list(given), [], before
     while not current.passes and trials < max_trials:
         new = next_names(current, set(keep), feeders)

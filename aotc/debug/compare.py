@@ -20,6 +20,7 @@ wrong: its ONNX nodes are where to look, and what `--bisect-precision` starts fr
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +33,7 @@ from aotc.ir import ops
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 _INDEX_MATH = (ops.INJECTIVE, ops.SOURCE)
+_MERGED = ".merged"        # merge_dots names a merged GEMM after the first ONNX node it merges
 
 
 @dataclass
@@ -58,6 +60,7 @@ class KernelReport:
     outputs: list[str]
     error: TensorError | None
     nodes: list[str] = field(default_factory=list)      # IR compute nodes (for kernels with no ONNX node)
+    keep_names: list[str] = field(default_factory=list)     # of those, the names --keep-fp32 accepts
 
     def as_dict(self) -> dict:
         d = {"index": self.index, "name": self.name, "onnx_nodes": self.onnx_nodes, "outputs": self.outputs}
@@ -171,6 +174,8 @@ class Session:
         self.ort_values: dict[str, np.ndarray] = {}
         self._asked: set[str] = set()
         self._interp: dict[str, np.ndarray] | None = None
+        self._g32 = None
+        self.producer_of = {o: om.node_name(n) for n in self.proto.graph.node for o in n.output if o}
 
     def reference(self, tensors) -> dict[str, np.ndarray]:
         """onnxruntime's values of the model's outputs and of `tensors` (run once per new tensor set)."""
@@ -180,12 +185,22 @@ class Session:
             self.ort_values.update(om.ort_run(self.proto, self.feeds, want, self.types))
         return self.ort_values
 
+    def before_precision(self):
+        """The graph optimized at fp32: what the precision pass of an fp16/bf16 compile starts from
+        (the same passes run before it), so its node names are the ones --keep-fp32 accepts."""
+        if self._g32 is None:
+            from aotc.hlo_passes.pipeline import run_pipeline
+            self._g32, _ = run_pipeline(self.graph, layout=self.layout, precision="fp32")
+        return self._g32
+
+    def keepable(self) -> set[str]:
+        return {n.name for n in self.before_precision().nodes}
+
     def interpreted(self) -> dict[str, np.ndarray]:
         """Value name -> the interpreter's value, on the graph optimized at fp32 (computed once)."""
         if self._interp is None:
-            from aotc.hlo_passes.pipeline import run_pipeline
             from aotc.ir.interpreter import interpret
-            g32, _ = run_pipeline(self.graph, layout=self.layout, precision="fp32")
+            g32 = self.before_precision()
             _, env = interpret(g32, {v.name: self.feeds[v.name] for v in g32.inputs}, return_env=True)
             self._interp = {v.name: a for v, a in env.items()}
         return self._interp
@@ -196,16 +211,32 @@ class Session:
                              layout=self.layout, debug_outputs=True, progress=progress)
 
 
-def onnx_nodes_of(region, onnx_names: set[str], computed: set[str]) -> list[str]:
+def onnx_nodes_of(region, onnx_names: set[str], computed: set[str], merged=()) -> list[str]:
     """The ONNX nodes a region holds: those it computes, and pure index-math nodes (Reshape,
-    Transpose...) that no region computes, which it reads through its index math."""
+    Transpose...) that no region computes, which it reads through its index math; `merged`
+    are the ONNX nodes of a merged GEMM (see _merged_sources)."""
     out = []
     for n in region.nodes:
         if n.name not in onnx_names:
             continue
         if ops.category(n.op) not in _INDEX_MATH or n.name not in computed:
             out.append(n.name)
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(out + list(merged)))
+
+
+def _merged_sources(region, users, session: Session) -> list[str]:
+    """The ONNX nodes merge-dots fused into this region's GEMM (`NAME.merged`, Q/K/V sharing one
+    input): the first by its name, the others as producers of the tensors sliced out of the result."""
+    merged = [n.name[:-len(_MERGED)] for n in region.nodes if n.name.endswith(_MERGED)]
+    if not merged:
+        return []
+    for u in users.get(region.root, []):
+        if u.op == "slice":     # named after the value it replaces, made unique with a counter: "MatMul_21.1"
+            base = om.twin_of(u.outputs[0].name).base
+            tensor = session.tensor_of.get(base, session.tensor_of.get(re.sub(r"\.\d+$", "", base)))
+            if tensor in session.producer_of:
+                merged.append(session.producer_of[tensor])
+    return [m for m in dict.fromkeys(merged) if m in session.onnx_names]
 
 
 def _resolve(session: Session, value, precision: str):
@@ -247,6 +278,7 @@ def run_compare(session: Session, precision: str = "fp32", keep_fp32=(), rtol: f
     regions = [(i, r) for i, r in enumerate(result.regions) if r.nodes]
     onnx_names = set(session.onnx_names)
     computed = {n.name for _, r in regions for n in r.nodes if ops.category(n.op) not in _INDEX_MATH}
+    users, keepable = graph.users(), session.keepable()
 
     wanted = []
     for _, r in regions:
@@ -271,9 +303,11 @@ def run_compare(session: Session, precision: str = "fp32", keep_fp32=(), rtol: f
                 err = measure(got[out_name[v]], ref) if ref is not None else None
                 checks.append(TensorCheck(i, label, v.name, kind, err))
             errs = [c.error for c in checks if c.error is not None]
-            kernels.append(KernelReport(i, plan.launches[i].kernel, onnx_nodes_of(r, onnx_names, computed),
-                                        [c.tensor for c in checks], worst(errs) if errs else None,
-                                        [n.name for n in r.nodes if ops.category(n.op) not in _INDEX_MATH]))
+            held = onnx_nodes_of(r, onnx_names, computed, _merged_sources(r, users, session))
+            compute = list(dict.fromkeys(n.name for n in r.nodes if ops.category(n.op) not in _INDEX_MATH))
+            kernels.append(KernelReport(i, plan.launches[i].kernel, held, [c.tensor for c in checks],
+                                        worst(errs) if errs else None, compute,
+                                        [n for n in compute if n in keepable]))
             tensors += checks
         outs = {name: measure(got[name], ref_outputs[name]) for name in model_outputs if name in got}
         reports.append(DeviceReport(device, kernels, tensors, outs, rtol))

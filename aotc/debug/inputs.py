@@ -1,7 +1,7 @@
 """The inputs a debug run feeds both the engine and onnxruntime: from an .npz, or drawn at random.
 
-Random floats are standard normal, integers (ids, indices) lie in [0, 8) so they index
-any embedding table, booleans are fair coins; one seed draws the same arrays every time,
+Random floats are standard normal, integers lie in [0, 2) so they are valid token ids,
+segment ids (a BERT token-type table has 2 rows) and masks, booleans are fair coins; one seed draws the same arrays every time,
 so a compare, its bisection and a reduction see the same data.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ def random_inputs(specs, seed: int = 0) -> dict[str, np.ndarray]:
         elif dt.name == "bool":
             out[spec.name] = rng.random(spec.shape) < 0.5
         else:
-            out[spec.name] = rng.integers(0, 8, spec.shape).astype(dt.np)
+            out[spec.name] = rng.integers(0, 2, spec.shape).astype(dt.np)
     return out
 
 

@@ -130,6 +130,7 @@ def ort_session(model):
         import onnxruntime as ort
     except ImportError:
         raise AotcError("aotc debug needs onnxruntime as its reference: pip install onnxruntime") from None
+    ort.set_default_logger_severity(3)       # its errors come back as exceptions, once
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
@@ -151,7 +152,9 @@ def ort_run(model, feeds: dict, extra=(), types=None) -> dict[str, np.ndarray]:
     try:
         values = sess.run(names, {k: v for k, v in feeds.items() if k in wanted})
     except Exception as e:  # noqa: BLE001
-        raise AotcError(f"onnxruntime failed to run the model: {str(e).splitlines()[0]}") from None
+        hint = "" if not any(f.dtype.kind in "iu" for f in feeds.values()) else \
+            " (random integer inputs out of range? give them with --inputs)"
+        raise AotcError(f"onnxruntime failed to run the model: {str(e).splitlines()[0]}{hint}") from None
     return dict(zip(names, values))
 
 

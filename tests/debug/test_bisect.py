@@ -48,13 +48,13 @@ def test_other_precisions_are_refused(precision, match):
 
 
 def _kernel(i, nodes, rel=0.0, inf=0):
-    return KernelReport(i, f"k{i}", nodes, [f"t{i}"], TensorError(rel, rel, 0, inf))
+    return KernelReport(i, f"k{i}", nodes, [f"t{i}"], TensorError(rel, rel, 0, inf), nodes + ["x.f16"], nodes)
 
 
 def test_next_names_start_at_the_first_bad_kernel_then_its_feeders():
     report = DeviceReport("cpu", [_kernel(0, ["a"]), _kernel(1, ["b", "c"], rel=0.5), _kernel(2, ["d"], inf=3)],
                           [], {"y": TensorError(0, 0, 0, 3)}, 1e-2)
-    feeders = {"b": ["a"], "c": ["b"], "d": ["c"]}
+    feeders = {"a": [], "b": ["a"], "c": ["b"], "d": ["c"]}
     assert B.next_names(report, set(), feeders) == ["b", "c"]
     assert B.next_names(report, {"b"}, feeders) == ["c"]
     assert B.next_names(report, {"b", "c"}, feeders) == ["a"]          # all kept: what feeds them
