@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from aotc.debug import onnx_model as om
-from aotc.debug.inputs import load_inputs, random_inputs
+from aotc.debug.inputs import load_inputs, random_inputs, read_npz
 from aotc.debug.metrics import DEFAULT_RTOL, TensorError, measure, worst
 from aotc.errors import AotcError
 from aotc.ir import ops
@@ -159,18 +159,19 @@ class Session:
     def __init__(self, model, *, inputs=None, seed: int = 0, input_shapes=None, layout: str = "nhwc"):
         self.path = str(model) if not hasattr(model, "SerializeToString") else "<model>"
         self.proto = om.load_model(model)
-        self.graph, self.tensor_of = om.import_with_tensor_names(self.proto, input_shapes)
+        given = None
+        if inputs is not None:
+            given = dict(inputs) if isinstance(inputs, dict) else read_npz(inputs)
+            # symbolic dims take the shapes of the arrays given for them
+            input_shapes = {**{n: tuple(np.shape(given[n])) for n in om.symbolic_inputs(self.proto) if n in given},
+                            **(input_shapes or {})}
+        self.graph, self.tensor_of = om.import_with_tensor_names(self.proto, input_shapes or None)
         self.layout = layout
         self.onnx_names = om.node_names(self.proto)
         self.types = om.tensor_types(self.proto)
         from aotc.package.plan import TensorSpec
         specs = [TensorSpec(v.name, v.dtype.name, v.shape) for v in self.graph.inputs]
-        if inputs is None:
-            self.feeds = random_inputs(specs, seed)
-        elif isinstance(inputs, dict):
-            self.feeds = {s.name: np.asarray(inputs[s.name]) for s in specs}
-        else:
-            self.feeds = load_inputs(inputs, specs)
+        self.feeds = random_inputs(specs, seed) if given is None else load_inputs(given, specs)
         self.ort_values: dict[str, np.ndarray] = {}
         self._asked: set[str] = set()
         self._interp: dict[str, np.ndarray] | None = None
@@ -270,7 +271,7 @@ def run_compare(session: Session, precision: str = "fp32", keep_fp32=(), rtol: f
         raise AotcError("--device cuda: no CUDA driver or GPU found here")
     say(f"compiling the debug build ({precision}" + (f", keep fp32: {','.join(keep_fp32)}" if keep_fp32 else "")
         + ")")
-    result = session.compile(precision, keep_fp32, arch=arch or "none", progress=None)
+    result = session.compile(precision, keep_fp32, arch=arch or "none", progress=say)
     graph, plan = result.graph_optimized, result.plan
     out_name: dict = {}
     for v, name in zip(graph.outputs, graph.signature_output_names()):

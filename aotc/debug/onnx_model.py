@@ -56,6 +56,13 @@ def node_names(model) -> list[str]:
     return list(dict.fromkeys(node_name(n) for n in model.graph.node))
 
 
+def symbolic_inputs(model) -> list[str]:
+    """The model inputs (initializers aside) with a dim that is not a fixed number."""
+    inits = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits and
+            any(not d.HasField("dim_value") for d in i.type.tensor_type.shape.dim)]
+
+
 def tensor_types(model) -> dict:
     """Tensor name -> ValueInfoProto with its inferred type (tensors inference could not type are absent)."""
     import onnx
@@ -158,5 +165,5 @@ def ort_run(model, feeds: dict, extra=(), types=None) -> dict[str, np.ndarray]:
     return dict(zip(names, values))
 
 
-__all__ = ["load_model", "node_name", "node_names", "tensor_types", "intermediate_tensors", "with_outputs",
+__all__ = ["load_model", "node_name", "node_names", "symbolic_inputs", "tensor_types", "intermediate_tensors", "with_outputs",
            "import_with_tensor_names", "Twin", "twin_of", "to_channels_last", "ort_session", "ort_run"]

@@ -37,7 +37,7 @@ import numpy as np
 
 from aotc.debug import onnx_model as om
 from aotc.debug.ddmin import ddmin
-from aotc.debug.inputs import random_inputs
+from aotc.debug.inputs import random_inputs, read_npz
 from aotc.debug.metrics import Condition, TensorError, measure, worst
 from aotc.errors import AotcError
 
@@ -135,7 +135,8 @@ def engine_error(c: Candidate, precision: str, keep_fp32=()) -> TensorError | No
     from aotc.package.runtime_binding import Engine
     keep = [k for k in keep_fp32 if k in {om.node_name(n) for n in c.model.graph.node}]
     try:
-        plan = compile_model(c.model, arch="none", precision=precision, keep_fp32=keep).plan
+        shapes = {n: tuple(c.feeds[n].shape) for n in om.symbolic_inputs(c.model) if n in c.feeds}
+        plan = compile_model(c.model, arch="none", precision=precision, keep_fp32=keep, input_shapes=shapes or None).plan
         got = Engine(engine_bytes(plan)).create_context(device="cpu").run(c.feeds)
         want = om.ort_run(c.model, c.feeds)
     except AotcError:
@@ -206,7 +207,7 @@ def _feeds(proto, inputs, seed: int) -> dict[str, np.ndarray]:
     inits = {t.name for t in proto.graph.initializer}
     declared = [i for i in proto.graph.input if i.name not in inits]
     if inputs is not None:
-        data = inputs if isinstance(inputs, dict) else _load_npz(inputs)
+        data = inputs if isinstance(inputs, dict) else read_npz(inputs)
         missing = [i.name for i in declared if i.name not in data]
         if missing:
             raise AotcError(f"the inputs lack {missing}; the model's inputs are {[i.name for i in declared]}")
@@ -222,14 +223,6 @@ def _feeds(proto, inputs, seed: int) -> dict[str, np.ndarray]:
             raise AotcError(f"input '{i.name}' has an element type aotc does not support") from None
         specs.append(TensorSpec(i.name, dt.name, tuple(d.dim_value for d in tt.shape.dim)))
     return random_inputs(specs, seed)
-
-
-def _load_npz(path) -> dict:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-    except Exception as e:  # noqa: BLE001 - numpy raises several types for a bad file
-        raise AotcError(f"cannot read inputs from {path}: {e}") from None
 
 
 def save(result: ReduceResult, path) -> Path:

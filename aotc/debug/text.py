@@ -13,7 +13,7 @@ SHOWN_NODES = 4
 
 def _nodes(names: list[str], fallback: list[str]) -> str:
     if not names:
-        return "(no ONNX node: " + ", ".join(dict.fromkeys(fallback)) + ")" if fallback else "(copy)"
+        return "(no ONNX node: " + ", ".join(dict.fromkeys(fallback)) + ")" if fallback else "(data movement only)"
     more = len(names) - SHOWN_NODES
     return ", ".join(names[:SHOWN_NODES]) + (f", ... {more} more" if more > 0 else "")
 

@@ -111,3 +111,16 @@ def test_json_shape(mlp_session):
     assert all(set(k) == {"index", "name", "onnx_nodes", "outputs", "max_abs_err", "max_rel_err", "nonfinite"}
                for k in d["kernels"])
     assert set(d["kernels"][0]["nonfinite"]) == {"nan", "inf"}
+
+
+def test_symbolic_dims_take_the_shapes_of_the_given_inputs():
+    rng, _ = fresh_rng()
+    model = mlp()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    s = C.Session(model, inputs={"x": x})
+    assert s.graph.inputs[0].shape == (3, 16)
+    assert C.run_compare(s, "fp32").main.passes
+    with pytest.raises(AotcError, match="symbolic"):
+        C.Session(model)

@@ -27,7 +27,7 @@ def test_load_inputs_checks_names_and_shapes(tmp_path):
     with pytest.raises(InputError, match="'x' has shape"):
         load_inputs(path, SPECS)
     np.savez(path, x=np.ones((3, 4)))
-    with pytest.raises(InputError, match="no array 'ids'"):
+    with pytest.raises(InputError, match="have no array 'ids'"):
         load_inputs(path, SPECS)
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     with pytest.raises(InputError, match="cannot read"):
