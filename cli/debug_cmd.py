@@ -62,7 +62,14 @@ def debug():
 @handle_errors
 def compare_cmd(model, precision, keep_fp32, inputs_path, seed, rtol, input_shape, layout, device,
                 bisect_precision, max_trials, as_json, quiet):
-    """Compare every kernel of MODEL's engine with onnxruntime; name the first one beyond tolerance."""
+    """Each kernel's error vs onnxruntime, and the first bad one.
+
+    Compiles a debug build of MODEL's engine (the production kernels, every kernel's
+    results also written out), runs it on the cpu device (and cuda, with a GPU) and
+    onnxruntime on the same inputs, and reports per kernel its ONNX nodes, results,
+    max abs/rel error and NaN/Inf mismatches. Fused values no ONNX tensor holds are
+    compared with aotc's reference interpreter at fp32.
+    """
     from aotc.debug.bisect import bisect_precision as bisect
     from aotc.debug.compare import Session, check_precision, run_compare
 
@@ -109,7 +116,13 @@ def compare_cmd(model, precision, keep_fp32, inputs_path, seed, rtol, input_shap
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 @handle_errors
 def reduce_cmd(model, output, until, check, precision, keep_fp32, inputs_path, seed, max_tests, as_json, quiet):
-    """Shrink MODEL to a small subgraph that still fails (delta debugging over its nodes)."""
+    """Shrink MODEL to a small subgraph that still fails.
+
+    Delta debugging over MODEL's nodes; tensors cut off become graph inputs carrying the
+    values onnxruntime computed for them in the whole model, saved beside the reduced
+    model as .npz. With --until, a candidate fails while its engine at --precision meets
+    COND against onnxruntime; with --check, while CMD exits 0.
+    """
     from aotc.debug import reduce as R
     from aotc.debug.compare import Session, check_precision, run_compare
     from aotc.debug.metrics import parse_condition
