@@ -124,3 +124,24 @@ def test_symbolic_dims_take_the_shapes_of_the_given_inputs():
     assert C.run_compare(s, "fp32").main.passes
     with pytest.raises(AotcError, match="symbolic"):
         C.Session(model)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("builder", ["bert_encoder", "resnet_bottleneck"])
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_real_architectures_keep_their_production_answer(builder, precision):
+    """Attention, norm rows, NHWC convs, merged GEMMs: same kernels, same order, bitwise the same outputs,
+    and every kernel within the default tolerance of its reference."""
+    from tests.e2e import models
+    model, feeds = getattr(models, builder)()
+    graph, _ = import_with_tensor_names(model)
+    prod = aotc.compiler.compile(graph, arch="none", precision=precision)
+    dbg = aotc.compiler.compile(graph, arch="none", precision=precision, debug_outputs=True)
+    n = len(prod.plan.launches)
+    assert [launch.kernel for launch in dbg.plan.launches[:n]] == [launch.kernel for launch in prod.plan.launches]
+    want = Engine(engine_bytes(prod.plan)).create_context().run(feeds)
+    got = Engine(engine_bytes(dbg.plan)).create_context().run(feeds)
+    assert all(np.array_equal(want[k], got[k]) for k in want)
+    d = C.run_compare(C.Session(model, inputs=feeds), precision).main
+    assert d.first_bad is None and d.passes
+    assert sum(t.reference == "onnxruntime" for t in d.tensors) > len(d.tensors) / 2
