@@ -40,11 +40,11 @@ def load_model(model):
             raise AotcError(f"model file not found: {model}")
         if str(model).lower().endswith((".mlir", ".mlirbc")):
             raise AotcError(f"aotc debug compares against onnxruntime and needs an ONNX model, not {model}")
-        model = open(model, "rb").read()
-    try:
-        return onnx.load_model_from_string(bytes(model))
-    except Exception as e:  # noqa: BLE001 - protobuf raises its own DecodeError
-        raise ModelError(f"not an ONNX model ({type(e).__name__}: {e})") from None
+    try:        # a path loads its external data (files beside the model) too
+        return onnx.load(model) if isinstance(model, (str, os.PathLike)) else onnx.load_model_from_string(bytes(model))
+    except Exception as e:  # noqa: BLE001 - protobuf raises its own DecodeError, onnx its own errors
+        raise ModelError(f"not an ONNX model, or its external data is missing ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0] if str(e) else ''})") from None
 
 
 def node_name(node) -> str:

@@ -74,3 +74,14 @@ def test_ort_run_adds_outputs_and_names_missing_inputs():
     assert len(model.graph.output) == 1                   # the model itself is left alone
     with pytest.raises(AotcError, match="no input values"):
         om.ort_run(model, {}, [])
+
+
+def test_a_path_loads_external_data(tmp_path):
+    onnx.save(mlp(), tmp_path / "m.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+              size_threshold=0, location="m.data")
+    loaded = om.load_model(tmp_path / "m.onnx")
+    assert {t.name for t in loaded.graph.initializer} >= {"W1", "W2"}
+    assert onnx.numpy_helper.to_array(next(t for t in loaded.graph.initializer if t.name == "W1")).shape == (16, 32)
+    (tmp_path / "m.data").unlink()
+    with pytest.raises(ModelError, match="external data"):
+        om.load_model(tmp_path / "m.onnx")
