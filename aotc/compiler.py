@@ -112,7 +112,7 @@ def _parse_archs(arch) -> tuple[list[str], str]:
 def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disabled=(),
                   input_shapes=None, progress=None, host_lib=None, precision: str = "fp32",
                   keep_fp32=(), layout: str = "nhwc", fast_compile: bool = False,
-                  split_k: bool = True) -> CompileResult:
+                  split_k: bool = True, debug_outputs: bool = False) -> CompileResult:
     """Compile `model` into an EnginePlan (see aotc.package.plan).
 
     `host_lib`, if given, is a callable `(source, kernel_names) -> bytes` that
@@ -126,6 +126,9 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     with NVRTC's --Ofast-compile=max: several times faster, slower kernels; the
     manifest records it. `split_k` lets GEMMs/convs that would fill under half of
     the GPU split their K loop (aotc.kernels.split_k); the manifest records it.
+    `debug_outputs` builds the debug engine of `aotc debug compare`: the same regions and
+    kernels, every region's result also written to an extra output, each listed in the
+    manifest's "debug_outputs" (aotc.package.debug_outputs).
     """
     from aotc.fusion.regions import check_partition, partition
     from aotc.hlo_passes.pipeline import run_pipeline
@@ -156,6 +159,10 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     stage("fusion")
     regions = partition(optimized)
     check_partition(optimized, regions)
+    debug = None
+    if debug_outputs:       # after fusion: the regions (and so the kernels) stay the production ones
+        from aotc.package.debug_outputs import add_debug_outputs
+        optimized, debug = add_debug_outputs(optimized, regions)
     done("fusion")
 
     stage("codegen")
@@ -180,7 +187,8 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
                   "arena_lower_bound": memory.lower_bound,
                   "nodes_imported": len(imported.nodes), "nodes_optimized": len(optimized.nodes),
                   "source_lines": source.count("\n"), "kernel_resources": resources,
-                  "fast_compile": fast_compile, "split_k": split_k})
+                  "fast_compile": fast_compile, "split_k": split_k,
+                  **({"debug_outputs": [d.as_dict() for d in debug]} if debug is not None else {})})
     done("package")
     return CompileResult(plan, imported, optimized, times, memory.lower_bound, regions, kernels, report)
 

@@ -1,7 +1,7 @@
 """The layer order of aotc, read from the import graph: no module imports from a layer above its own.
 
 The data flows one way: ir <- patterns <- importers / hlo_passes <- fusion <- kernels <-
-package <- compiler <- bench / cli, where importers and hlo_passes are siblings that never
+package <- compiler <- bench / debug / cli, where importers and hlo_passes are siblings that never
 import each other (a model comes in, then passes run on the graph). Every import counts
 wherever it is written (module level, inside a function, under TYPE_CHECKING,
 `__import__("...")`), since a function-level import that dodges a cycle is still a cycle.
@@ -27,7 +27,7 @@ PLACES = {
     "aotc.kernels": "kernels",
     "aotc.package": "package",
     "aotc.compiler": "compiler", "aotc.demo": "compiler",
-    "aotc.bench": "top", "aotc.cli": "top", "cli": "top", "aotc": "top",
+    "aotc.bench": "top", "aotc.debug": "top", "aotc.cli": "top", "cli": "top", "aotc": "top",
 }
 # what loading an engine may pull in: no importer, pass, fusion or codegen (serving code imports aotc.Engine)
 RUNTIME = ("aotc.package.runtime_binding", "aotc.package.engine_format", "aotc.package.plan",
