@@ -131,6 +131,7 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     from aotc.hlo_passes.pipeline import run_pipeline
     from aotc.kernels import codegen
     from aotc.package.launch_plan import build_launches
+    from aotc.package.memory_plan import check_graph_fits
 
     say = progress or (lambda msg: None)
     times: dict[str, float] = {}
@@ -145,12 +146,14 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     stage("import")
     say("importing")
     imported = load_graph(model, input_shapes)
+    check_graph_fits(imported)      # before a pass materializes a tensor no GPU could hold
     done("import")
 
     stage("passes")
     say("optimizing graph")
     optimized, report = run_pipeline(imported, dump_dir=dump_dir, disabled=tuple(disabled), layout=layout,
                                      precision=precision, keep_fp32=tuple(keep_fp32))
+    check_graph_fits(optimized)
     done("passes")
 
     stage("fusion")

@@ -1,0 +1,170 @@
+"""Malformed models and non-engine files through the CLI: one clean error line each.
+
+A user who hands `aotc compile` a broken model, or `aotc run` / `aotc inspect`
+something that is not an engine, gets one `aotc: error:` line that says what
+is wrong and a non-zero exit: no traceback, no "internal error". Each row of
+the tables below writes one such file and names words the line must hold.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper, numpy_helper
+
+from cli.main import main
+
+
+def _io(name, shape, dtype=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _relu(shape, opset=17) -> onnx.ModelProto:
+    return _model([helper.make_node("Relu", ["x"], ["y"])], [_io("x", shape)], [_io("y", shape)], opset=opset)
+
+
+def _with_weight() -> onnx.ModelProto:
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32), "w")
+    return _model([helper.make_node("MatMul", ["x", "w"], ["y"])], [_io("x", [2, 64])], [_io("y", [2, 64])], [w])
+
+
+def _external(location: str) -> onnx.ModelProto:
+    """x + w, w's data said to live in the file `location`."""
+    w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    entry = w.external_data.add()
+    entry.key, entry.value = "location", location
+    return _model([helper.make_node("Add", ["x", "w"], ["y"])], [_io("x", [2, 3])], [_io("y", [2, 3])], [w])
+
+
+def _save(d, model: onnx.ModelProto, name="m.onnx"):
+    path = d / name
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def _raw(data: bytes, name="m.onnx"):
+    def write(d):
+        (d / name).write_bytes(data)
+        return d / name
+    return write
+
+
+def _secret(d) -> None:
+    """A file outside the model's folder that a hostile model points at."""
+    (d.parent / "secret.bin").write_bytes(np.ones(6, np.float32).tobytes())
+
+
+def _symlinked(d):
+    _secret(d)
+    os.symlink(d.parent / "secret.bin", d / "link.bin")
+    return _save(d, _external("link.bin"))
+
+
+def _traversal(d):
+    _secret(d)
+    return _save(d, _external("../secret.bin"))
+
+
+def _absolute(d):
+    _secret(d)
+    return _save(d, _external(str(d.parent / "secret.bin")))
+
+
+_GOOD = _with_weight().SerializeToString()
+_HUGE_MLIR = """func.func @main(%arg0: tensor<1099511627776x4xf32>) -> tensor<1099511627776x4xf32> {
+  %0 = stablehlo.add %arg0, %arg0 : tensor<1099511627776x4xf32>
+  return %0 : tensor<1099511627776x4xf32>
+}
+"""
+_BAD_MLIR = """func.func @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
+  %0 = stablehlo.add %arg0, %arg0 : tensor<2xf32
+  return %0 : tensor<2xf32>
+}
+"""
+
+MODELS = {   # id: (write the model into a folder -> its path, words the error line holds)
+    "corrupt-bytes": (_raw(b"\xff\xfe not a protobuf \x00\x01" * 8), ["cannot load ONNX model"]),
+    "truncated": (_raw(_GOOD[:len(_GOOD) // 2]), ["cannot load ONNX model"]),
+    "truncated-header": (_raw(_GOOD[:7]), ["ONNX"]),
+    "empty-file": (_raw(b""), ["ir_version"]),
+    "cycle": (lambda d: _save(d, _model([helper.make_node("Relu", ["b"], ["a"]),
+                                         helper.make_node("Relu", ["a"], ["b"])],
+                                        [_io("x", [2, 3])], [_io("b", [2, 3])])), ["topologically sorted"]),
+    "unknown-op": (lambda d: _save(d, _model([helper.make_node("FooBar", ["x"], ["y"])],
+                                             [_io("x", [2, 3])], [_io("y", [2, 3])])), ["FooBar"]),
+    "mismatched-shapes": (lambda d: _save(d, _model([helper.make_node("Add", ["x", "z"], ["y"])],
+                                                    [_io("x", [2, 3]), _io("z", [4, 5])], [_io("y", [2, 3])])),
+                          ["Add", "f32[2,3]", "f32[4,5]"]),
+    "negative-dim": (lambda d: _save(d, _relu([2, -3])), ["input 'x' dim 1 is -3"]),
+    "negative-initializer-dim": (lambda d: _save(d, _neg_initializer()), ["Negative dimension", "tensor name: w"]),
+    "huge-input": (lambda d: _save(d, _relu([2**40, 4])), ["tensor 'x'", "16,384.0 GiB", "141 GiB"]),
+    "huge-overflowing-dims": (lambda d: _save(d, _relu([2**62, 2**62])), ["tensor 'x'", "141 GiB"]),
+    "huge-intermediate": (lambda d: _save(d, _model([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")],
+                                                    [_io("a", [200000, 1]), _io("b", [1, 200000])],
+                                                    [_io("y", [200000, 200000])])),
+                          ["f32[200000,200000]", "149.0 GiB", "141 GiB"]),
+    "external-data-missing": (lambda d: _save(d, _external("missing.bin")), ["'w'", "missing.bin", "missing"]),
+    "external-data-dotdot": (_traversal, ["'w'", "'../secret.bin'", "'..'"]),
+    "external-data-absolute": (_absolute, ["'w'", "not a relative path"]),
+    "external-data-symlink-out": (_symlinked, ["'w'", "outside the model's folder"]),
+    "opset-99": (lambda d: _save(d, _relu([2, 3], opset=99)), ["opset 99", "opsets 1 to"]),
+    "stablehlo-syntax-error": (_raw(_BAD_MLIR.encode(), "m.mlir"), ["cannot parse StableHLO", "expected '>'"]),
+    "stablehlo-huge": (_raw(_HUGE_MLIR.encode(), "m.mlir"), ["tensor 'arg0'", "141 GiB"]),
+}
+
+
+def _neg_initializer() -> onnx.ModelProto:
+    w = helper.make_tensor("w", TensorProto.FLOAT, [2, 3], np.ones(6, np.float32))
+    w.dims[1] = -3
+    return _model([helper.make_node("Add", ["x", "w"], ["y"])], [_io("x", [2, 3])], [_io("y", [2, 3])], [w])
+
+
+def one_clean_line(res, *words) -> str:
+    """The run failed with exactly one `aotc: error:` line on stderr holding `words`."""
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert res.exit_code == 1, (res.exit_code, res.output)
+    assert len(lines) == 1 and lines[0].startswith("aotc: error: "), res.stderr
+    assert "Traceback" not in res.output and "internal error" not in lines[0], lines[0]
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", list(MODELS))
+def test_compile_refuses_malformed_model_in_one_line(case, tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    write, words = MODELS[case]
+    path = write(folder)
+    out = tmp_path / "m.engine"
+    res = CliRunner().invoke(main, ["compile", str(path), "-o", str(out), "-q", "--arch", "none", "--no-host"])
+    one_clean_line(res, *words)
+    assert not out.exists()
+
+
+NOT_ENGINES = {   # id: (file bytes, words)
+    "onnx-model": (_GOOD, ["corrupt engine", "bad magic"]),
+    "empty-file": (b"", ["corrupt engine", "0 bytes"]),
+    "text": (b"hello, I am not an engine\n" * 10, ["bad magic"]),
+    "magic-only": (b"AOTCENG\0", ["corrupt engine", "shorter than the 64-byte header"]),
+    "zero-header": (b"AOTCENG\0" + bytes(56), ["engine format version 0 is not supported"]),
+}
+
+
+@pytest.mark.parametrize("command", ["run", "inspect"])
+@pytest.mark.parametrize("case", list(NOT_ENGINES))
+def test_run_and_inspect_refuse_a_non_engine_in_one_line(case, command, tmp_path):
+    data, words = NOT_ENGINES[case]
+    path = tmp_path / "x.engine"
+    path.write_bytes(data)
+    one_clean_line(CliRunner().invoke(main, [command, str(path)]), *words)
