@@ -244,7 +244,10 @@ def _build_binaries(kernels, source, names, cubin_archs, ptx_arch, host, host_li
 
 def compile(model, output=None, *, arch=None, host: bool = True, **kw):
     """Public API: compile `model`; write the engine to `output` if given. Returns the CompileResult."""
-    result = compile_model(model, arch=arch, host=host, **kw)
+    try:
+        result = compile_model(model, arch=arch, host=host, **kw)
+    except MemoryError as e:   # a constant built at import or folded by a pass, beyond this machine's memory
+        raise AotcError(f"out of host memory while compiling: {e or 'allocation failed'}") from None
     if output is not None:
         from aotc.package.engine_format import write_engine
         write_engine(result.plan, output)

@@ -6,9 +6,9 @@ negative dim reaches the engine writer, and a tensor's external data file is
 opened wherever its `location` points. So the importer loads a model through
 `load_model` (external data is read only from regular files inside the
 model's own folder, never through `..`, an absolute path or a symlink out of
-it; an opset outside aotc's range is refused) and calls `check_dims` once the
-input shapes are fixed. Every error
-names the tensor, the dim or the opset and what aotc accepts.
+it; an opset outside aotc's range is refused) and calls `check_model` once the
+input shapes are fixed. Every error names the tensor, the dim, the node's
+attribute or the opset and what aotc accepts.
 """
 from __future__ import annotations
 
@@ -139,7 +139,45 @@ def check_opset(model: onnx.ModelProto) -> None:
                              f"aotc supports opsets {OPSET_MIN} to {opset_max()} (onnx {onnx.__version__})")
 
 
-def check_dims(model: onnx.ModelProto) -> None:
+# Attributes that ONNX's shape inference does not bound but that converters divide
+# by or step with (Conv/pool strides, dilations and windows, DepthToSpace's block),
+# and Conv/pool pads, which may not be negative (Pad-2's pads attribute may).
+_POSITIVE_ATTRIBUTES = ("strides", "dilations", "kernel_shape", "blocksize")
+_NONNEGATIVE_ATTRIBUTES = ("pads", "output_padding")
+
+
+def check_model(model: onnx.ModelProto) -> None:
+    """Outputs exist, no negative dim anywhere, and window attributes are positive."""
+    if not model.graph.output:
+        raise ModelError("the model's graph declares no outputs (an engine must compute something)")
+    _check_dims(model)
+    for node in _nodes(model):
+        if node.domain not in _DEFAULT_DOMAINS:
+            continue
+        for a in node.attribute:
+            values = list(a.ints) if a.type == AttributeProto.INTS else [a.i] if a.type == AttributeProto.INT else []
+            low = 1 if a.name in _POSITIVE_ATTRIBUTES else 0 if a.name in _NONNEGATIVE_ATTRIBUTES else None
+            if low is not None and node.op_type != "Pad" and any(v < low for v in values):
+                label = f"'{node.name}'" if node.name else f"(output '{node.output[0] if node.output else '?'}')"
+                raise ModelError(f"{node.op_type} {label}: attribute {a.name}={values} must be "
+                                 f"{'positive' if low else 'non-negative'}")
+
+
+def _nodes(model: onnx.ModelProto):
+    """Every node of the model, inside subgraphs and functions too."""
+    def walk(nodes):
+        for node in nodes:
+            yield node
+            for a in node.attribute:
+                for g in [a.g] if a.type == AttributeProto.GRAPH else a.graphs:
+                    yield from walk(g.node)
+
+    yield from walk(model.graph.node)
+    for f in model.functions:
+        yield from walk(f.node)
+
+
+def _check_dims(model: onnx.ModelProto) -> None:
     """No negative dim in a declared shape or a tensor; the error names the tensor and the dim."""
     g = model.graph
     for kind, infos in (("input", g.input), ("output", g.output), ("value", g.value_info)):

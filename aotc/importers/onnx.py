@@ -26,7 +26,7 @@ from aotc.errors import ModelError, UnsupportedError, VerifyError
 from aotc.importers import (onnx_control_ops, onnx_image_ops, onnx_index_ops, onnx_math_ops,  # noqa: F401
                             onnx_nn_more_ops, onnx_nn_ops, onnx_resize, onnx_rnn_ops, onnx_shape_ops,
                             onnx_signal_ops, onnx_text_ops)  # (imported to register their converters)
-from aotc.importers.model_checks import check_dims, load_model
+from aotc.importers.model_checks import check_model, load_model
 from aotc.importers.onnx_functions import MAX_ROUNDS, expand_functions
 from aotc.importers.onnx_ops import CHECKS, CONVERTERS
 from aotc.importers.static_values import StaticValues
@@ -56,7 +56,7 @@ def import_onnx(model: onnx.ModelProto | str | bytes | os.PathLike,
         raise ModelError(f"ONNX checker rejected the model: {_one_line(e)}") from None
     model = _inline_local_functions(model)
     model = _fix_input_shapes(model, input_shapes or {})
-    check_dims(model)
+    check_model(model)
     _spell_out_defaults(model)
     try:
         model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)

@@ -117,6 +117,12 @@ MODELS = {   # id: (write the model into a folder -> its path, words the error l
     "external-data-dotdot": (_traversal, ["'w'", "'../secret.bin'", "'..'"]),
     "external-data-absolute": (_absolute, ["'w'", "not a relative path"]),
     "external-data-symlink-out": (_symlinked, ["'w'", "outside the model's folder"]),
+    "zero-stride": (lambda d: _save(d, _model([helper.make_node("MaxPool", ["x"], ["y"], name="pool",
+                                                                kernel_shape=[2, 2], strides=[0, 1])],
+                                              [_io("x", [1, 2, 6, 6])], [_io("y", [1, 2, 5, 5])])),
+                    ["MaxPool 'pool'", "strides=[0, 1] must be positive"]),
+    "no-outputs": (lambda d: _save(d, _model([helper.make_node("Relu", ["x"], ["y"])], [_io("x", [2])], [])),
+                   ["no outputs"]),
     "opset-99": (lambda d: _save(d, _relu([2, 3], opset=99)), ["opset 99", "opsets 1 to"]),
     "stablehlo-syntax-error": (_raw(_BAD_MLIR.encode(), "m.mlir"), ["cannot parse StableHLO", "expected '>'"]),
     "stablehlo-huge": (_raw(_HUGE_MLIR.encode(), "m.mlir"), ["tensor 'arg0'", "141 GiB"]),
@@ -168,3 +174,16 @@ def test_run_and_inspect_refuse_a_non_engine_in_one_line(case, command, tmp_path
     path = tmp_path / "x.engine"
     path.write_bytes(data)
     one_clean_line(CliRunner().invoke(main, [command, str(path)]), *words)
+
+
+def test_running_out_of_host_memory_while_compiling_is_one_line(tmp_path, monkeypatch):
+    """A converter or a pass that builds a constant beyond this machine's memory (an average
+    pool's divisor over a 2^40-pixel image) gets a clean line naming the allocation."""
+    import aotc.compiler
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate 4.00 TiB for an array with shape (1, 1, 274877906944, 4)")
+    monkeypatch.setattr(aotc.compiler, "compile_model", out_of_memory)
+    path = _save(tmp_path, _relu([2, 3]))
+    res = CliRunner().invoke(main, ["compile", str(path), "-o", str(tmp_path / "m.engine"), "-q"])
+    one_clean_line(res, "out of host memory while compiling", "4.00 TiB")

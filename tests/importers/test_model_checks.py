@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import onnx
@@ -132,4 +133,37 @@ def test_negative_dims_name_the_tensor_and_the_dim():
         import_onnx(model, input_shapes={"x": (-2, 4)})
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [_io("x", [3, 4])], [_io("y", [3, -4])])
     with pytest.raises(ModelError, match=r"output 'y' dim 1 is -4"):
+        import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+@pytest.mark.parametrize("op, attrs, bad", [
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [1, 0]}, "strides=[1, 0] must be positive"),
+    ("AveragePool", {"kernel_shape": [0, 2]}, "kernel_shape=[0, 2] must be positive"),
+    ("Conv", {"dilations": [0, 1]}, "dilations=[0, 1] must be positive"),
+    ("DepthToSpace", {"blocksize": 0}, "blocksize=[0] must be positive"),
+    ("AveragePool", {"kernel_shape": [2, 2], "pads": [0, 0, -1, 1]}, "pads=[0, 0, -1, 1] must be non-negative"),
+])
+def test_zero_windows_strides_blocks_and_negative_pads_are_refused(op, attrs, bad):
+    """Converters divide by these or pad with them; ONNX's checker lets them through
+    (a ZeroDivisionError or numpy's ValueError before)."""
+    w = numpy_helper.from_array(np.ones((3, 2, 2, 2), np.float32), "w")
+    graph = helper.make_graph([helper.make_node(op, ["x", "w"] if op == "Conv" else ["x"], ["y"], name="n0", **attrs)],
+                              "g", [_io("x", [1, 2, 6, 6])], [_io("y", ["a", "b", "c", "d"])],
+                              [w] if op == "Conv" else [])
+    with pytest.raises(ModelError, match=f"{op} 'n0': attribute {re.escape(bad)}"):
+        import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_pad_2_keeps_its_negative_pads():
+    """Pad-2's pads attribute crops where negative: the rule above is for Conv/pool pads only."""
+    graph = helper.make_graph([helper.make_node("Pad", ["x"], ["y"], pads=[0, -1, 0, 2])], "g",
+                              [_io("x", [2, 4])], [_io("y", [2, 5])])
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    (y,) = interpret(import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 2)])), {"x": x})
+    np.testing.assert_array_equal(y, np.pad(x[:, 1:], [(0, 0), (0, 2)]))
+
+
+def test_a_graph_without_outputs_is_refused():
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [_io("x", [2])], [])
+    with pytest.raises(ModelError, match="declares no outputs"):
         import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))

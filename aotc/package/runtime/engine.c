@@ -107,7 +107,7 @@ static int tag_ok(const char *tag, uint32_t kind) {
 /* Section i starts at the first multiple of `align` at or after `end` (the end of
  * the table or of section i-1), and the padding in between is zero: every byte of
  * an engine is checked, whether or not checksums are verified. The caller has
- * checked end <= off <= size. */
+ * checked off <= size; an off before `end` (overlap) fails the first test. */
 static aotc_status_t check_padding(const uint8_t *d, uint32_t i, const char *name, uint64_t end,
                                    uint64_t off, uint32_t align) {
   uint64_t want = (end + align - 1) / align * align; /* end <= size, align < 2^32: no overflow */
