@@ -187,3 +187,27 @@ def test_running_out_of_host_memory_while_compiling_is_one_line(tmp_path, monkey
     path = _save(tmp_path, _relu([2, 3]))
     res = CliRunner().invoke(main, ["compile", str(path), "-o", str(tmp_path / "m.engine"), "-q"])
     one_clean_line(res, "out of host memory while compiling", "4.00 TiB")
+
+
+def _artifact_with_bad_dialect_name(as_export: bool) -> bytes:
+    """A StableHLO portable artifact (or jax.export bytes) whose 'builtin' dialect name holds
+    a byte that is not UTF-8: MLIR's generic parser aborted the process on it."""
+    jax = pytest.importorskip("jax")
+    exp = jax.export.export(jax.jit(lambda x: jax.numpy.tanh(x) + 1))(jax.numpy.ones((2, 3), "float32"))
+    data = bytes(exp.serialize() if as_export else exp.mlir_module_serialized)
+    i = data.index(b"builtin")
+    return data[:i + 1] + b"\xff" + data[i + 2:]
+
+
+@pytest.mark.parametrize("suffix", [".mlirbc", ".jaxexport"])
+def test_a_corrupt_stablehlo_artifact_is_one_line_not_an_abort(suffix, tmp_path):
+    """Run as a user would, in a process of its own: an abort would not reach the test's assertions."""
+    import subprocess
+    import sys
+    path = tmp_path / f"m{suffix}"
+    path.write_bytes(_artifact_with_bad_dialect_name(suffix == ".jaxexport"))
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "compile", str(path), "-o", str(tmp_path / "m.engine"),
+                           "-q", "--arch", "none", "--no-host"], capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 1 and len(lines) == 1, (proc.returncode, proc.stderr)
+    assert lines[0].startswith("aotc: error: cannot read the StableHLO portable artifact, corrupt or truncated")
