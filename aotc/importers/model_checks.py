@@ -139,11 +139,13 @@ def check_opset(model: onnx.ModelProto) -> None:
                              f"aotc supports opsets {OPSET_MIN} to {opset_max()} (onnx {onnx.__version__})")
 
 
-# Attributes that ONNX's shape inference does not bound but that converters divide
-# by or step with (Conv/pool strides, dilations and windows, DepthToSpace's block),
-# and Conv/pool pads, which may not be negative (Pad-2's pads attribute may).
-_POSITIVE_ATTRIBUTES = ("strides", "dilations", "kernel_shape", "blocksize")
+# Attributes that ONNX's checker does not bound but that converters divide by or
+# step with (Conv/pool strides, dilations, windows and groups, DepthToSpace's block,
+# Split's output count), Conv/pool pads, which may not be negative (Pad-2's pads
+# attribute may), and data-type attributes, which must name an ONNX data type.
+_POSITIVE_ATTRIBUTES = ("strides", "dilations", "kernel_shape", "blocksize", "group", "num_outputs")
 _NONNEGATIVE_ATTRIBUTES = ("pads", "output_padding")
+_DTYPE_ATTRIBUTES = ("to", "dtype", "output_dtype", "output_datatype")    # TensorProto.DataType values
 
 
 def check_model(model: onnx.ModelProto) -> None:
@@ -157,10 +159,12 @@ def check_model(model: onnx.ModelProto) -> None:
         for a in node.attribute:
             values = list(a.ints) if a.type == AttributeProto.INTS else [a.i] if a.type == AttributeProto.INT else []
             low = 1 if a.name in _POSITIVE_ATTRIBUTES else 0 if a.name in _NONNEGATIVE_ATTRIBUTES else None
+            label = f"'{node.name}'" if node.name else f"(output '{node.output[0] if node.output else '?'}')"
             if low is not None and node.op_type != "Pad" and any(v < low for v in values):
-                label = f"'{node.name}'" if node.name else f"(output '{node.output[0] if node.output else '?'}')"
                 raise ModelError(f"{node.op_type} {label}: attribute {a.name}={values} must be "
                                  f"{'positive' if low else 'non-negative'}")
+            if a.name in _DTYPE_ATTRIBUTES and any(v not in TensorProto.DataType.values() for v in values):
+                raise ModelError(f"{node.op_type} {label}: attribute {a.name}={values} is not an ONNX data type")
 
 
 def _nodes(model: onnx.ModelProto):

@@ -286,8 +286,13 @@ def _pad(ctx, ins, at):
     else:
         pads = ctx.static_ints(ins[1], "pads")
         value = ins[2] if len(ins) > 2 and ins[2] is not None else 0
+    axes = None
     if len(ins) > 3 and ins[3] is not None:
         axes = [norm_axis(ctx, a, r) for a in ctx.static_ints(ins[3], "axes")]
+    if len(pads) != 2 * len(axes or range(r)):
+        raise ctx.model_error(f"pads has {len(pads)} values, expected {2 * len(axes or range(r))} "
+                              f"(a start and an end per {'listed axis' if axes else 'dim'})")
+    if axes is not None:
         full = [0] * (2 * r)
         for j, a in enumerate(axes):
             full[a], full[r + a] = pads[j], pads[len(axes) + j]

@@ -142,16 +142,19 @@ def test_negative_dims_name_the_tensor_and_the_dim():
     ("Conv", {"dilations": [0, 1]}, "dilations=[0, 1] must be positive"),
     ("DepthToSpace", {"blocksize": 0}, "blocksize=[0] must be positive"),
     ("AveragePool", {"kernel_shape": [2, 2], "pads": [0, 0, -1, 1]}, "pads=[0, 0, -1, 1] must be non-negative"),
+    ("Conv", {"group": 0}, "group=[0] must be positive"),
+    ("Split", {"num_outputs": 0}, "num_outputs=[0] must be positive"),
+    ("Cast", {"to": 99}, "to=[99] is not an ONNX data type"),
 ])
-def test_zero_windows_strides_blocks_and_negative_pads_are_refused(op, attrs, bad):
-    """Converters divide by these or pad with them; ONNX's checker lets them through
-    (a ZeroDivisionError or numpy's ValueError before)."""
+def test_bad_windows_strides_groups_pads_and_dtypes_are_refused(op, attrs, bad):
+    """Converters divide by these, pad with them or name their type; ONNX's checker lets
+    them through (a ZeroDivisionError, numpy's ValueError or protobuf's before)."""
     w = numpy_helper.from_array(np.ones((3, 2, 2, 2), np.float32), "w")
     graph = helper.make_graph([helper.make_node(op, ["x", "w"] if op == "Conv" else ["x"], ["y"], name="n0", **attrs)],
                               "g", [_io("x", [1, 2, 6, 6])], [_io("y", ["a", "b", "c", "d"])],
                               [w] if op == "Conv" else [])
     with pytest.raises(ModelError, match=f"{op} 'n0': attribute {re.escape(bad)}"):
-        import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+        import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
 
 
 def test_pad_2_keeps_its_negative_pads():
