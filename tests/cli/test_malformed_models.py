@@ -222,3 +222,22 @@ def test_a_corrupt_stablehlo_artifact_is_one_line_not_an_abort(suffix, tmp_path)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 1 and len(lines) == 1, (proc.returncode, proc.stderr)
     assert lines[0].startswith("aotc: error: cannot read the StableHLO portable artifact, corrupt or truncated")
+
+
+def test_an_engine_whose_input_no_host_holds_is_one_line(tmp_path):
+    """A hand-made engine (aotc compile refuses such a tensor) with a 16 TiB input: `aotc run`
+    cannot draw random inputs for it and says so in one line."""
+    try:
+        with open("/proc/sys/vm/overcommit_memory") as f:
+            always_overcommit = f.read().strip() == "1"
+    except OSError:
+        always_overcommit = True
+    if always_overcommit:     # numpy's 32 TiB would be granted, then filled until the OOM killer came
+        pytest.skip("the kernel grants any allocation here (vm.overcommit_memory=1 or unknown)")
+    from aotc.package.engine_format import write_engine
+    from aotc.package.plan import TensorSpec
+    from tests.package.conftest import make_plan
+    plan = make_plan()
+    plan.inputs[1] = TensorSpec("u", "f32", (2**40, 4))
+    write_engine(plan, tmp_path / "big.engine")
+    one_clean_line(CliRunner().invoke(main, ["run", str(tmp_path / "big.engine")]), "out of host memory")
