@@ -89,7 +89,7 @@ def _check_location(t: TensorProto, base: str) -> None:
     loc = _location(t)
     what = f"tensor '{t.name}' external data location '{loc}'"
     parts = loc.replace("\\", "/").split("/")
-    if not loc or os.path.isabs(loc) or loc.startswith(("/", "\\")) or (len(loc) > 1 and loc[1] == ":"):
+    if not loc or "\0" in loc or os.path.isabs(loc) or loc.startswith(("/", "\\")) or loc[1:2] == ":":
         raise ModelError(f"{what} is not a relative path inside the model's folder")
     if ".." in parts:
         raise ModelError(f"{what} contains '..': external data must stay inside the model's folder "
@@ -149,7 +149,7 @@ _DTYPE_ATTRIBUTES = ("to", "dtype", "output_dtype", "output_datatype")    # Tens
 
 
 def check_model(model: onnx.ModelProto) -> None:
-    """Outputs exist, no negative dim anywhere, and window attributes are positive."""
+    """Outputs exist, no dim is negative, and the attributes in the lists above are in range."""
     if not model.graph.output:
         raise ModelError("the model's graph declares no outputs (an engine must compute something)")
     _check_dims(model)

@@ -72,6 +72,8 @@ def test_external_data_without_a_folder_is_refused(tmp_path):
     ("ABSOLUTE", "is not a relative path"),
     ("link.bin", "outside the model's folder"),
     ("", "is not a relative path"),
+    ("w\0.bin", "is not a relative path"),
+    ("C:\\secret.bin", "is not a relative path"),
     ("missing.bin", "missing"),
     ("sub", "not a regular file"),
 ])
