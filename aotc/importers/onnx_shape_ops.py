@@ -167,7 +167,12 @@ def _slice(ctx, ins, at):
 @register("Gather")
 def _gather(ctx, ins, at):
     data, idx = ins
-    return ctx.add("gather", data, idx, axis=norm_axis(ctx, at.get("axis", 0), data.type.rank))
+    axis = norm_axis(ctx, at.get("axis", 0), data.type.rank)
+    known, n = ctx.b.constants.get(idx), data.shape[axis]     # constant indices (computed ones: clamped)
+    if known is not None and np.any((known < -n) | (known >= n)):   # ONNX: an error; kernels would clamp
+        bad = int(np.asarray(known)[(known < -n) | (known >= n)].flat[0])
+        raise ctx.model_error(f"index {bad} is out of range for axis {axis} of size {n}")
+    return ctx.add("gather", data, idx, axis=axis)
 
 
 def _iota(ctx, shape, axis: int) -> Ex:
