@@ -134,6 +134,7 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     from aotc.hlo_passes.pipeline import run_pipeline
     from aotc.kernels import codegen
     from aotc.package.launch_plan import build_launches
+    from aotc.package.memory_plan import check_graph_fits
 
     say = progress or (lambda msg: None)
     times: dict[str, float] = {}
@@ -148,12 +149,14 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     stage("import")
     say("importing")
     imported = load_graph(model, input_shapes)
+    check_graph_fits(imported)      # before a pass materializes a tensor no GPU could hold
     done("import")
 
     stage("passes")
     say("optimizing graph")
     optimized, report = run_pipeline(imported, dump_dir=dump_dir, disabled=tuple(disabled), layout=layout,
                                      precision=precision, keep_fp32=tuple(keep_fp32))
+    check_graph_fits(optimized)
     done("passes")
 
     stage("fusion")
@@ -260,7 +263,10 @@ def _build_binaries(kernels, source, names, cubin_archs, ptx_arch, host, host_li
 
 def compile(model, output=None, *, arch=None, host: bool = True, **kw):
     """Public API: compile `model`; write the engine to `output` if given. Returns the CompileResult."""
-    result = compile_model(model, arch=arch, host=host, **kw)
+    try:
+        result = compile_model(model, arch=arch, host=host, **kw)
+    except MemoryError as e:   # a constant built at import or folded by a pass, beyond this machine's memory
+        raise AotcError(f"out of host memory while compiling: {e or 'allocation failed'}") from None
     if output is not None:
         from aotc.package.engine_format import write_engine
         write_engine(result.plan, output)

@@ -39,6 +39,8 @@ def handle_errors(fn):
             if isinstance(e, AotcError):
                 _fail((getattr(e, "summary", "") or (str(e).splitlines()[0] if str(e) else type(e).__name__))
                       + "".join(f"\n  - {d}" for d in getattr(e, "details", ())))
+            if isinstance(e, MemoryError):     # e.g. random inputs for an engine whose input no host holds
+                _fail(f"out of host memory: {e or 'an allocation failed'}")
             _fail(f"internal error ({type(e).__name__}): {str(e).splitlines()[0] if str(e) else ''} "
                   f"(rerun with --debug for a traceback)")
     return wrapper

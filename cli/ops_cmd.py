@@ -13,29 +13,22 @@ import click
 def ops(as_json, stablehlo):
     """List the supported ONNX op types (default domain) with opsets and restrictions."""
     if stablehlo:
-        _stablehlo_ops(as_json)
-        return
-    from aotc.importers.onnx.support import DTYPES, support_table
-    rows = support_table()
+        from aotc.importers.stablehlo.support import support_table
+        rows = support_table()
+        key = "op"
+        line = lambda r: f"{'yes' if r['supported'] else 'NO '}  {r['notes']}"  # noqa: E731
+        total = f"{sum(r['supported'] for r in rows)} of {len(rows)} StableHLO spec ops supported"
+    else:
+        from aotc.importers.onnx.support import DTYPES, support_table
+        rows = support_table()
+        key = "op_type"
+        line = lambda r: f"opset {r['opset_min']}-{r['opset_max']}" + (  # noqa: E731
+            f"  {r['restrictions']}" if r["restrictions"] else "")
+        total = f"{len(rows)} op types; dtypes: {DTYPES}"
     if as_json:
         click.echo(json.dumps(rows, indent=1))
         return
-    width = max(len(r["op_type"]) for r in rows)
+    width = max(len(r[key]) for r in rows)
     for r in rows:
-        note = f"  {r['restrictions']}" if r["restrictions"] else ""
-        click.echo(f"{r['op_type']:<{width}}  opset {r['opset_min']}-{r['opset_max']}{note}")
-    click.echo(f"{len(rows)} op types; dtypes: {DTYPES}")
-
-
-def _stablehlo_ops(as_json: bool) -> None:
-    from aotc.importers.stablehlo.support import support_table
-    rows = support_table()
-    if as_json:
-        click.echo(json.dumps(rows, indent=1))
-        return
-    width = max(len(r["op"]) for r in rows)
-    for r in rows:
-        mark = "yes" if r["supported"] else "NO "
-        click.echo(f"{r['op']:<{width}}  {mark}  {r['notes']}".rstrip())
-    ok = sum(r["supported"] for r in rows)
-    click.echo(f"{ok} of {len(rows)} StableHLO spec ops supported")
+        click.echo(f"{r[key]:<{width}}  {line(r)}".rstrip())
+    click.echo(total)

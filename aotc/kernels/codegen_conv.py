@@ -82,7 +82,8 @@ def generate_implicit_gemm(b: KernelBuilder) -> Kernel:
     epi = dot_epilogue(b, [], mshape, nshape, M, N, indent=5 if mma or tf32 else 4)
     grid = (math.ceil(N / 64), math.ceil(M / 64), 1)
     if tf32:
-        slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K)
+        slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K,
+                     to_elt="aotc_tf32")
         return b.finish("dot_tf32", slots, grid, (128, 1, 1))
     if mma:
         bf16 = x.dtype == dtypes.bf16

@@ -41,7 +41,7 @@ def generate_dot_mma(b: KernelBuilder, geometry, row_stats: str = "", norm=None)
     grid = (math.ceil(N / 64), math.ceil(M / 64), B)
     if lhs.dtype == dtypes.f32:            # precision='tf32'
         slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K,
-                     row_stats=row_stats)
+                     row_stats=row_stats, to_elt="aotc_tf32")
         return b.finish("dot_tf32", slots, grid, (128, 1, 1))
     bf16 = lhs.dtype == dtypes.bf16
     slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K,

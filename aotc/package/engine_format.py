@@ -11,7 +11,7 @@ All integers are little-endian. Layout of a version-1 engine file:
               MIN_AOTC_VERSION up to the next major after MAX_AOTC_MAJOR
    32  u32    flags (must be 0 in version 1)
    36  u32    section count (1..64)
-   40  u64    section-table offset (64)
+   40  u64    section-table offset (64: right after the header)
    48  u64    file size (must equal the byte count of the file)
    56  u32    CRC32 of the section table
    60  u32    CRC32 of header bytes [0, 60)
@@ -25,8 +25,12 @@ All integers are little-endian. Layout of a version-1 engine file:
    40  u32    CRC32 of the section bytes
    44  u32    reserved (0)
 
-  Sections follow, each at a 256-aligned offset, in table order, without
-  overlap. MANIFEST, PLAN and WEIGHTS are required once; PTX and HOST_LIB at
+  Sections follow in table order, each at the first offset that is a
+  multiple of its alignment after the end of the table or of the section
+  before it; the padding between them is zero bytes, and the file ends where
+  the last section ends. So every byte is checked: the header and the table
+  by their CRCs and fields, the sections by theirs, the padding by being
+  zero. MANIFEST, PLAN and WEIGHTS are required once; PTX and HOST_LIB at
   most once; CUBIN once per arch tag.
 
   MANIFEST: UTF-8 JSON for people and tools (`aotc inspect`, read_manifest);
@@ -273,11 +277,11 @@ def _sections(data: bytes) -> list[tuple[int, str, bytes]]:
     if not 1 <= count <= MAX_SECTIONS:
         _fail(f"section count {count} outside 1..{MAX_SECTIONS}")
     tend = toff + count * _SECTION.size
-    if toff < _HEADER.size or tend > len(data):
-        _fail(f"section table [{toff}, {tend}) outside the file")
+    if toff != _HEADER.size or tend > len(data):
+        _fail(f"section table [{toff}, {tend}) is not right after the header inside the file")
     if zlib.crc32(data[toff:tend]) != tcrc:
         _fail("section table checksum mismatch")
-    out, spans = [], []
+    out, spans, end = [], [], tend
     for i in range(count):
         kind, align, tag, off, size, crc, rsv = _SECTION.unpack_from(data, toff + i * _SECTION.size)
         name = SECTION_NAMES.get(kind)
@@ -289,10 +293,14 @@ def _sections(data: bytes) -> list[tuple[int, str, bytes]]:
             _fail(f"section {i} ({name}) [{off}, {off + size}) outside the file")
         if tag[-1] != 0 or b"\0" in tag.rstrip(b"\0"):
             _fail(f"section {i} ({name}) tag is not a NUL-padded string")
+        _check_padding(data, i, name, end, off, align)
+        end = off + size
         if zlib.crc32(data[off:off + size]) != crc:
             _fail(f"section {i} ({name}) checksum mismatch")
         spans.append((off, off + size))
         out.append((kind, tag.rstrip(b"\0").decode("ascii", "replace"), data[off:off + size]))
+    if end != len(data):
+        _fail(f"{len(data) - end} trailing byte(s) after the last section (it ends at {end})")
     spans.sort()
     if any(a[1] > b[0] for a, b in zip(spans, spans[1:])):
         _fail("sections overlap")
@@ -308,6 +316,20 @@ def _sections(data: bytes) -> list[tuple[int, str, bytes]]:
         if not re.match(pat, t):
             _fail(f"section {i} ({SECTION_NAMES[k]}) has bad tag {t!r}")
     return out
+
+
+def _check_padding(data: bytes, i: int, name: str, end: int, off: int, align: int) -> None:
+    """Section i must start at the first `align`-aligned offset after `end` (the end of
+    the table or of section i-1), and the padding in between must be zero: no byte of
+    an engine escapes a check."""
+    want = -(-end // align) * align
+    if off != want:
+        _fail(f"section {i} ({name}) starts at {off}, expected {want} "
+              f"(the first {align}-aligned offset after {end})")
+    pad = data[end:off]
+    if pad.count(0) != len(pad):
+        bad = end + next(k for k, b in enumerate(pad) if b)
+        _fail(f"padding byte at {bad} before section {i} ({name}) is {data[bad]:#04x}, not zero")
 
 
 def _section(secs, kind) -> tuple[str, bytes] | None:

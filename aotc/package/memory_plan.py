@@ -18,10 +18,35 @@ reuses can be smaller, so `ratio` says how much the placement wastes.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Hashable
 
+from aotc.errors import ModelError
+
 ALIGN = 256
+
+# The most bytes that one tensor, the weights or one context's arena may take:
+# the memory of an H200 (about 141 GiB), the largest GPU among aotc's default
+# targets (sm_80: A100, 80 GB; sm_90: H100 80 GB, H200). Anything larger cannot
+# be resident on one of them, so the compiler refuses it instead of writing an
+# engine that fails when it allocates.
+DEVICE_MEMORY_LIMIT = 141 * 2**30
+
+
+def check_fits(what: str, nbytes: int) -> None:
+    """ModelError naming `what` if `nbytes` exceeds DEVICE_MEMORY_LIMIT."""
+    if nbytes > DEVICE_MEMORY_LIMIT:
+        raise ModelError(f"{what} needs {nbytes / 2**30:,.1f} GiB ({nbytes:,} bytes), more than one GPU "
+                         f"holds: aotc's limit is {DEVICE_MEMORY_LIMIT >> 30} GiB (an H200's memory)")
+
+
+def check_graph_fits(graph) -> None:
+    """Every tensor of `graph` (inputs, constants, node outputs) and its constants together fit."""
+    for v in [*graph.inputs, *graph.constants, *(o for n in graph.nodes for o in n.outputs)]:
+        check_fits(f"tensor '{v.name}' {v.type}", math.prod(v.shape) * v.dtype.itemsize)
+    check_fits("the weights (all constants together)",
+               sum(math.prod(v.shape) * v.dtype.itemsize for v in graph.constants))
 
 
 def align_up(n: int, a: int = ALIGN) -> int:
@@ -113,6 +138,7 @@ def plan_memory(buffers: list[Buffer], align: int = ALIGN) -> MemoryPlan:
         if best is None or total < best[1]:
             best = (where, total)
     where, total = best
+    check_fits("the activation arena", total)
     offsets = {k: where[id(s)] for s in slots for k in s.keys}
     return MemoryPlan(offsets, total, _bound(slots), honoured)
 

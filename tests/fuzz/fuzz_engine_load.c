@@ -4,7 +4,8 @@
  * checksum verification, so mutations reach the structural checks behind the
  * CRCs), then exercises every read-only query and aotc_engine_check on a
  * loaded engine. A load may only fail with DATA_LOSS or UNIMPLEMENTED and a
- * message; anything else, a crash, a leak or undefined behaviour (ASan and
+ * message; a loaded engine must have zero padding and nothing after its last
+ * section; anything else, a crash, a leak or undefined behaviour (ASan and
  * UBSan) is a finding. Contexts are never created: that would dlopen the
  * fuzzed host build, i.e. run attacker code by design.
  *
@@ -54,6 +55,33 @@ static void query(const aotc_engine_t *e) {
   (void)sink;
 }
 
+static uint64_t le(const uint8_t *p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = v << 8 | p[i];
+  return v;
+}
+
+/* An independent oracle for what the loader accepted: every byte outside the
+ * header, the section table and the sections (padding) is zero, and nothing
+ * follows the last section. Only called on a loaded engine, whose table the
+ * loader has bounds-checked. */
+static void expect_no_slack(const uint8_t *data, size_t size) {
+  uint64_t count = le(data + 36, 4), table = le(data + 40, 8), end = table + 48 * count;
+  uint8_t *covered = (uint8_t *)calloc(size ? size : 1, 1);
+  if (!covered) return;
+  memset(covered, 1, (size_t)end);
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint8_t *s = data + table + 48 * i;
+    uint64_t off = le(s + 24, 8), n = le(s + 32, 8);
+    memset(covered + off, 1, (size_t)n);
+    if (off + n > end) end = off + n;
+  }
+  if (end != size) __builtin_trap(); /* trailing bytes after the last section */
+  for (size_t k = 0; k < size; ++k)
+    if (!covered[k] && data[k]) __builtin_trap(); /* nonzero padding was accepted */
+  free(covered);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int verify = 1; verify >= 0; --verify) {
     aotc_engine_options_t options;
@@ -66,6 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       expect_load_error(st);
       continue;
     }
+    expect_no_slack(data, size);
     query(e);
     aotc_engine_release(e);
   }

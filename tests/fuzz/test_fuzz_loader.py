@@ -71,12 +71,17 @@ def test_replay_corpus_and_regressions_under_sanitizers(corpus, tmp_path):
     exe = _build(tmp_path / "replay", cc, ["-DAOTC_FUZZ_MAIN", "-fsanitize=address,undefined",
                                            "-fno-sanitize-recover=undefined"])
     files = sorted(glob.glob(str(corpus / "*"))) + sorted(glob.glob(os.path.join(REGRESSIONS, "*")))
-    # truncations of a real engine at every section boundary, too
-    from tests.fuzz.boundaries import section_boundaries
+    # truncations of a real engine at every section boundary, and nonzero padding and
+    # trailing bytes (which the target's oracle traps on if the loader accepts them)
+    from tests.fuzz.boundaries import section_boundaries, slack_corruptions
     data = (corpus / "mlp.engine").read_bytes()
     for n in section_boundaries(data):
         path = tmp_path / f"cut_{n}"
         path.write_bytes(data[:n])
+        files.append(str(path))
+    for name, bad in slack_corruptions(data).items():
+        path = tmp_path / name
+        path.write_bytes(bad)
         files.append(str(path))
     proc = subprocess.run([exe, *files], capture_output=True, text=True, timeout=600, env=_sanitizer_env())
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]

@@ -137,3 +137,39 @@ def test_e2e_models_arena_within_5_percent_of_bound():
         model, _ = build()
         res = aotc.compiler.compile_model(model, arch="none", host=False)
         assert 0 < res.arena_lower_bound <= res.plan.arena_size <= 1.05 * res.arena_lower_bound, name
+
+
+def test_an_arena_larger_than_a_gpu_is_refused():
+    """Two 100 GiB buffers live at once: each would fit a GPU, the arena (200 GiB) does not."""
+    import pytest
+
+    from aotc.errors import ModelError
+    from aotc.package.memory_plan import DEVICE_MEMORY_LIMIT
+    gib = 1 << 30
+    assert plan_memory([Buffer("a", 100 * gib, 0, 1), Buffer("b", 100 * gib, 2, 3)]).size == 100 * gib
+    with pytest.raises(ModelError, match=r"the activation arena needs 200\.0 GiB .* limit is 141 GiB"):
+        plan_memory([Buffer("a", 100 * gib, 0, 2), Buffer("b", 100 * gib, 1, 3)])
+    assert plan_memory([Buffer("a", DEVICE_MEMORY_LIMIT, 0, 1)]).size == DEVICE_MEMORY_LIMIT
+
+
+def test_graph_tensors_and_weights_are_checked_against_the_limit():
+    """check_graph_fits names a tensor too large for a GPU (input, node output), then the weights' total."""
+    import pytest
+
+    from aotc.errors import ModelError
+    from aotc.ir import dtypes
+    from aotc.ir.graph import Graph, GraphBuilder, TensorType, Value
+    from aotc.package.memory_plan import check_graph_fits
+    b = GraphBuilder()
+    x = b.input("x", (2**20, 2**20, 64))
+    with pytest.raises(ModelError, match=r"tensor 'x' f32\[1048576,1048576,64\] needs 262,144\.0 GiB .*141 GiB"):
+        check_graph_fits(b.build([x]))
+    b = GraphBuilder()
+    y = b.add("broadcast_in_dim", b.input("s", (1,)), shape=(2**36,), broadcast_dimensions=(0,), name="wide")
+    with pytest.raises(ModelError, match=r"tensor 'wide' f32\[68719476736\] needs 256\.0 GiB"):
+        check_graph_fits(b.build([y]))
+    # the values of constants are never read: Values of 80 GiB each stand for them
+    c, d = (Value(n, TensorType((20 * 2**30,), dtypes.f32)) for n in ("w1", "w2"))
+    check_graph_fits(Graph([], [c], [], {c: None}))
+    with pytest.raises(ModelError, match=r"the weights \(all constants together\) needs 160\.0 GiB"):
+        check_graph_fits(Graph([], [c, d], [], {c: None, d: None}))

@@ -216,9 +216,6 @@ def py_load(d):
 
 count, toff = struct.unpack_from("<IQ", data, 36)
 table = [struct.unpack_from("<II16sQQII", data, toff + 48 * i) for i in range(count)]
-covered = set(range(toff + 48 * count))
-for e in table:
-    covered.update(range(e[3], e[3] + e[4]))
 
 def fix(d, sec=None):
     if sec is not None:
@@ -243,7 +240,7 @@ for pos in positions:
     d = bytearray(data)
     d[pos] ^= 1 << rng.randrange(8)
     case(f"flip byte {pos}")
-    assert not c_load(bytes(d)) or pos not in covered, pos
+    assert not c_load(bytes(d)), pos   # every byte is checked: header, table, sections, padding
     c_load(bytes(d), 0)
     n_cases += 1
 values32 = [0, 1, 2, 255, 256, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFF0]

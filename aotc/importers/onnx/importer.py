@@ -26,6 +26,7 @@ from aotc.errors import ModelError, UnsupportedError, VerifyError
 from aotc.importers.onnx import (control_ops, image_ops, index_ops, math_ops,  # noqa: F401
                                  nn_more_ops, nn_ops, resize, rnn_ops, shape_ops,
                                  signal_ops, text_ops)  # (imported to register their converters)
+from aotc.importers.onnx.checks import check_model, load_model
 from aotc.importers.onnx.functions import MAX_ROUNDS, expand_functions
 from aotc.importers.onnx.ops import CHECKS, CONVERTERS
 from aotc.importers.static_values import StaticValues
@@ -48,13 +49,14 @@ def dtype_name(elem_type: int) -> str:
 def import_onnx(model: onnx.ModelProto | str | bytes | os.PathLike,
                 input_shapes: dict[str, tuple] | None = None) -> Graph:
     """Convert an ONNX model to a Graph; `input_shapes` fixes symbolic input dims by name."""
-    model, weights = _split_large_initializers(_load(model))
+    model, weights = _split_large_initializers(load_model(model))
     try:
         onnx.checker.check_model(model)
     except Exception as e:  # the checker raises several exception types
         raise ModelError(f"ONNX checker rejected the model: {_one_line(e)}") from None
     model = _inline_local_functions(model)
     model = _fix_input_shapes(model, input_shapes or {})
+    check_model(model)
     _spell_out_defaults(model)
     try:
         model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
@@ -137,17 +139,6 @@ def _split_large_initializers(model: onnx.ModelProto):
 
 def _one_line(e: Exception) -> str:
     return " ".join(str(e).split())
-
-
-def _load(model) -> onnx.ModelProto:
-    if isinstance(model, onnx.ModelProto):
-        return model
-    try:
-        if isinstance(model, (bytes, bytearray)):
-            return onnx.load_from_string(bytes(model))
-        return onnx.load(os.fspath(model))
-    except Exception as e:
-        raise ModelError(f"cannot load ONNX model: {_one_line(e)}") from None
 
 
 def _graph_inputs(graph) -> list:

@@ -112,6 +112,8 @@ def _sizes_and_scales(ctx, x, ins, at, axes):
     if scales.size:
         scales = [float(s) for s in scales]
         return [int(np.floor(x.shape[a] * s)) for a, s in zip(axes, scales)], scales
+    if len(ins) < 4 or ins[3] is None:
+        raise ctx.model_error("Resize needs non-empty scales or sizes (the model gives neither)")
     sizes = ctx.static_ints(ins[3], "sizes")
     policy = at.get("keep_aspect_ratio_policy", "stretch")
     if policy != "stretch":

@@ -168,7 +168,12 @@ def _slice(ctx, ins, at):
 @register("Gather")
 def _gather(ctx, ins, at):
     data, idx = ins
-    return ctx.add("gather", data, idx, axis=norm_axis(ctx, at.get("axis", 0), data.type.rank))
+    axis = norm_axis(ctx, at.get("axis", 0), data.type.rank)
+    known, n = ctx.b.constants.get(idx), data.shape[axis]     # constant indices (computed ones: clamped)
+    if known is not None and np.any((known < -n) | (known >= n)):   # ONNX: an error; kernels would clamp
+        bad = int(np.asarray(known)[(known < -n) | (known >= n)].flat[0])
+        raise ctx.model_error(f"index {bad} is out of range for axis {axis} of size {n}")
+    return ctx.add("gather", data, idx, axis=axis)
 
 
 def _iota(ctx, shape, axis: int) -> Ex:
@@ -287,8 +292,13 @@ def _pad(ctx, ins, at):
     else:
         pads = ctx.static_ints(ins[1], "pads")
         value = ins[2] if len(ins) > 2 and ins[2] is not None else 0
+    axes = None
     if len(ins) > 3 and ins[3] is not None:
         axes = [norm_axis(ctx, a, r) for a in ctx.static_ints(ins[3], "axes")]
+    if len(pads) != 2 * len(axes or range(r)):
+        raise ctx.model_error(f"pads has {len(pads)} values, expected {2 * len(axes or range(r))} "
+                              f"(a start and an end per {'listed axis' if axes else 'dim'})")
+    if axes is not None:
         full = [0] * (2 * r)
         for j, a in enumerate(axes):
             full[a], full[r + a] = pads[j], pads[len(axes) + j]

@@ -9,7 +9,7 @@ page with `python -m aotc.importers.onnx.support > docs/onnx_ops.md`.
 """
 from __future__ import annotations
 
-OPSET_MIN = 7
+from aotc.importers.onnx.checks import OPSET_MIN  # the range the importer accepts, one number
 DTYPES = "float32, float16, bfloat16, int64, int32, int8, uint8, bool"
 _SHAPE_IN = "shape-carrying inputs must be constants (aotc shapes are static)"
 _N2 = "decomposed into compare/select/reduce: O(n^2) per row of the axis"

@@ -67,14 +67,31 @@ def parse(ctx, data: bytes):
         data, export_info = _unwrap_jax_export(data)
     with ctx, ir.Location.unknown():
         if data.startswith(MLIR_MAGIC):
+            notes: list[str] = []    # the deserializer's diagnostics, kept off stderr
+            handler = ctx.attach_diagnostic_handler(lambda d: _keep_note(notes, d))
             try:   # portable artifacts are VHLO; plain bytecode fails here and parses below
                 return stablehlo.deserialize_portable_artifact(ctx, data), export_info
             except Exception:  # noqa: BLE001 - the bindings raise several types
-                pass
+                # A damaged artifact (its producer says it is one, or jax.export wrapped it) is
+                # refused here: the generic parser aborts the process on some of them.
+                if export_info is not None or b"StableHLO_v" in data[:32]:
+                    raise ModelError(f"cannot read the StableHLO portable artifact, corrupt or truncated "
+                                     f"({'; '.join(notes[:2]) or 'rejected by the deserializer'})") from None
+            finally:
+                handler.detach()
         try:
             return ir.Module.parse(data), export_info
         except Exception as e:  # noqa: BLE001
             raise ModelError(f"cannot parse StableHLO module: {' '.join(str(e).split())[:500]}") from None
+
+
+def _keep_note(notes: list, diagnostic) -> bool:
+    """Keep a diagnostic's text (skipped where it is not UTF-8) and tell MLIR it is handled."""
+    try:
+        notes.append(" ".join(str(diagnostic.message).split())[:200])
+    except Exception:  # noqa: BLE001 - the bindings raise RuntimeError on invalid UTF-8
+        pass
+    return True
 
 
 def _unwrap_jax_export(data: bytes):

@@ -7,33 +7,9 @@
 extern "C" __global__ void __launch_bounds__(128) ${name}(${params}) {
   __shared__ __align__(16) ${ctype} As[64][16 + 8];
   __shared__ __align__(16) ${ctype} Bs[64][16 + 8];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
-  const ${idx_t} b = ${b_index};
-  const ${idx_t} m0 = (${idx_t})blockIdx.y * 64, n0 = (${idx_t})blockIdx.x * 64;
-${row_stats}
-  float acc[2][4][4];
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 4; ++j)
-      for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;
+  ${include mma_setup.part}
   for (${idx_t} k0 = ${k_begin}; k0 < ${k_end}; k0 += 16) {
-    for (int l = 0; l < 8; ++l) {
-      const int e = threadIdx.x + 128 * l;        // 0..1023: (row, kk) = (e / 16, e % 16)
-      const ${idx_t} am = m0 + (e >> 4), ak = k0 + (e & 15);
-      float a = 0.0f;
-      if (am < ${m} && ak < ${k}) {
-${load_a}
-      }
-      As[e >> 4][e & 15] = ${to_elt}(a);
-      const ${idx_t} bn = n0 + (e >> 4), bk = k0 + (e & 15);
-      float bv = 0.0f;
-      if (bk < ${k} && bn < ${n}) {
-${load_b}
-      }
-      Bs[e >> 4][e & 15] = ${to_elt}(bv);
-    }
-    __syncthreads();
+    ${include mma_stage.part}
     unsigned af[2][4], bf[4][2];
     for (int i = 0; i < 2; ++i) {
       const int r = wm + 16 * i + g;

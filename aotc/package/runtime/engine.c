@@ -2,7 +2,10 @@
  *
  * Nothing read from the file is trusted: every offset, size, count, index and
  * string is bounds-checked (with overflow-safe arithmetic) before use, and
- * every section's CRC32 is verified. The byte layout (all little-endian):
+ * every section's CRC32 is verified. No byte escapes a check: the table sits
+ * right after the header, each section at the first aligned offset after the
+ * one before, the padding in between is zero, and the file ends where the last
+ * section does. The byte layout (all little-endian):
  *
  *   header (64): magic "AOTCENG\0" | u32 version | u32 header_size(64) |
  *                char aotc_version[16] ("0.1.0", NUL-padded) | u32 flags(0) | u32 section_count |
@@ -101,6 +104,24 @@ static int tag_ok(const char *tag, uint32_t kind) {
   return *p == 0;
 }
 
+/* Section i starts at the first multiple of `align` at or after `end` (the end of
+ * the table or of section i-1), and the padding in between is zero: every byte of
+ * an engine is checked, whether or not checksums are verified. The caller has
+ * checked off <= size; an off before `end` (overlap) fails the first test. */
+static aotc_status_t check_padding(const uint8_t *d, uint32_t i, const char *name, uint64_t end,
+                                   uint64_t off, uint32_t align) {
+  uint64_t want = (end + align - 1) / align * align; /* end <= size, align < 2^32: no overflow */
+  if (off != want)
+    return DATA_LOSS("section %u (%s) starts at %llu, expected %llu (the first %u-aligned offset "
+                     "after %llu)", i, name, (unsigned long long)off, (unsigned long long)want,
+                     align, (unsigned long long)end);
+  for (uint64_t k = end; k < off; ++k)
+    if (d[k])
+      return DATA_LOSS("padding byte at %llu before section %u (%s) is 0x%02x, not zero",
+                       (unsigned long long)k, i, name, d[k]);
+  return NULL;
+}
+
 static aotc_status_t parse_sections(aotc_engine_t *e) {
   const uint8_t *d = e->buf;
   size_t size = e->size;
@@ -123,11 +144,13 @@ static aotc_status_t parse_sections(aotc_engine_t *e) {
   if (count < 1 || count > AOTC_MAX_SECTIONS)
     return DATA_LOSS("section count %u outside 1..%u", count, AOTC_MAX_SECTIONS);
   uint64_t table_end = table + 48ull * count;
-  if (table < 64 || table > size || table_end > size)
-    return DATA_LOSS("section table at %llu outside the file", (unsigned long long)table);
+  if (table != 64 || table_end > size)
+    return DATA_LOSS("section table at %llu is not right after the header inside the file",
+                     (unsigned long long)table);
   if (aotc_crc32(d + table, 48u * count) != rd32(d + 56))
     return DATA_LOSS("section table checksum mismatch");
   e->section_count = count;
+  uint64_t end = table_end; /* where the table or the section before this one ends */
   for (uint32_t i = 0; i < count; ++i) {
     const uint8_t *s = d + table + 48u * i;
     aotc_section_t *sec = &e->sections[i];
@@ -147,6 +170,8 @@ static aotc_status_t parse_sections(aotc_engine_t *e) {
     for (size_t k = strlen(sec->tag); k < 16; ++k)
       if (sec->tag[k]) return DATA_LOSS("section %u (%s) tag has bytes after its NUL", i, name);
     if (!tag_ok(sec->tag, kind)) return DATA_LOSS("section %u (%s) has bad tag '%s'", i, name, sec->tag);
+    AOTC_RETURN_IF_ERROR(check_padding(d, i, name, end, off, align));
+    end = off + sz;
     sec->kind = kind;
     sec->data = d + off;
     sec->size = sz;
@@ -165,6 +190,9 @@ static aotc_status_t parse_sections(aotc_engine_t *e) {
     if (kind == AOTC_SEC_PTX) e->ptx = sec;
     if (kind == AOTC_SEC_HOST_LIB) e->host_lib = sec;
   }
+  if (end != size)
+    return DATA_LOSS("%llu trailing byte(s) after the last section (it ends at %llu)",
+                     (unsigned long long)(size - end), (unsigned long long)end);
   if (!e->manifest || !e->plan || !e->weights)
     return DATA_LOSS("missing %s section", !e->manifest ? "MANIFEST" : !e->plan ? "PLAN" : "WEIGHTS");
   return NULL;
