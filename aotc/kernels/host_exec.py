@@ -10,10 +10,16 @@ Arrays are passed as device pointers would be (their data address, so they
 must be C-contiguous); numpy scalars are passed by value with their own type,
 and Python int/float as int32/float32. ctypes drops the GIL during a launch,
 so several Python threads may launch at once.
+
+A sanitizing build (host_compile.compile_host(..., sanitize=True)) gets each
+array argument's byte size as its buffer's extent, and a launch that broke a
+rule raises SanitizerError with the violations as dicts (kind, kernel, block,
+thread, address, size, detail).
 """
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import tempfile
 
@@ -79,6 +85,25 @@ def _fresh_memfd() -> int:
     return fd
 
 
+class SanitizerError(RuntimeFailure):
+    """A sanitized launch broke a rule the GPU enforces; `violations` lists them."""
+
+    def __init__(self, kernel: str, violations: list[dict]):
+        self.violations = violations
+        kinds: dict[str, int] = {}
+        for v in violations:
+            kinds[v["kind"]] = kinds.get(v["kind"], 0) + v.get("unlisted", 1)
+        first = next((v for v in violations if "detail" in v), {})
+        summary = ", ".join(f"{n} {k}" for k, n in kinds.items())
+        super().__init__(f"sanitizer: kernel {kernel}: {summary}; first: {first.get('kind')} in block "
+                         f"{first.get('block')}, thread {first.get('thread')}: {first.get('detail')}")
+
+
+def parse_violations(text: str) -> list[dict]:
+    """The JSON lines a sanitizing build reports, as dicts."""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
 class HostLibrary:
     """A loaded host build of some kernels."""
 
@@ -102,6 +127,10 @@ class HostLibrary:
         self._lib.aotc_host_status_string.restype = ctypes.c_char_p
         self._lib.aotc_host_status_string.argtypes = [ctypes.c_int]
         self.abi = self._lib.aotc_host_abi().decode()
+        self.sanitizing = hasattr(self._lib, "aotc_host_sanitizer")
+        if self.sanitizing:
+            self._lib.aotc_host_sanitizer_take.restype = ctypes.c_char_p
+            self._lib.aotc_host_sanitizer_extents.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint]
         self._launchers: dict[str, ctypes._CFuncPtr] = {}
 
     def _release_file(self) -> None:
@@ -127,7 +156,15 @@ class HostLibrary:
         fn = self._launcher(name)
         values = [_arg_value(i, a) for i, a in enumerate(args)]
         params = (ctypes.c_void_p * max(1, len(values)))(*[v.ctypes.data for v in values])
+        if self.sanitizing:
+            extents = (ctypes.c_uint64 * max(1, len(args)))(
+                *[a.nbytes if isinstance(a, np.ndarray) else 0 for a in args])
+            self._lib.aotc_host_sanitizer_extents(extents, len(args))
         status = fn(_dim3(grid, "grid"), _dim3(block, "block"), int(smem), params)
+        if self.sanitizing:
+            found = parse_violations(self._lib.aotc_host_sanitizer_take().decode())
+            if found:
+                raise SanitizerError(name, found)
         if status != 0:
             why = self._lib.aotc_host_status_string(status).decode()
             raise RuntimeFailure(f"host kernel {name} failed with status {status}: {why} "

@@ -43,12 +43,22 @@
 
 #define AOTC_HOST_EMU 1
 
+// Emulator code that kernel code inlines: its reads of the emulator's own
+// state are not the kernel's accesses (sanitized builds, cuda_host_sanitizer.h).
+#define AOTC_EMU_NOSAN __attribute__((no_sanitize_address))
+
 // Qualifiers: defined before any CUDA header, which keeps existing definitions
 // when __CUDACC__ is not set.
 #define __global__
 #define __device__
 #define __host__
+#ifdef AOTC_SANITIZE
+// One worker runs a sanitized launch, so shared arrays may be plain statics:
+// the sanitizer takes the module's writable data as shared memory.
+#define __shared__ static
+#else
 #define __shared__ static thread_local
+#endif
 #define __constant__ static
 #define __launch_bounds__(...)
 #define __noinline__ __attribute__((noinline))
@@ -163,7 +173,19 @@ struct Worker {
 
 inline thread_local Worker *tl_worker = nullptr;
 
-inline unsigned char *dyn_smem() { return tl_worker->smem; }
+AOTC_EMU_NOSAN inline unsigned char *dyn_smem() { return tl_worker->smem; }
+}  // namespace aotc_emu
+
+#ifdef AOTC_SANITIZE
+#include "cuda_host_sanitizer.h"
+#define AOTC_SAN(...) __VA_ARGS__
+#define AOTC_SAN_SCOPE aotc_san::EmuScope aotc_san_scope_
+#else
+#define AOTC_SAN(...)
+#define AOTC_SAN_SCOPE
+#endif
+
+namespace aotc_emu {
 
 // ------------------------------------------------------------ fiber switch
 // Both switches keep their setjmp in a frame that stays alive while the other
@@ -253,8 +275,11 @@ inline void park(Worker *w) {
 }
 
 // Arrive at __syncthreads with a predicate; returns the block-wide count.
-inline int barrier(int pred) {
+AOTC_EMU_NOSAN inline int barrier(int pred, uintptr_t site = 0) {
+  AOTC_SAN_SCOPE;
   Worker *w = tl_worker;
+  AOTC_SAN(aotc_san::barrier_arrive(w, site));
+  (void)site;
   unsigned parity = w->bar_gen & 1;
   w->bar_acc += pred ? 1 : 0;
   if (++w->bar_arrived == w->launch->nthreads - w->exited) {
@@ -268,7 +293,8 @@ inline int barrier(int pred) {
 
 // Deposit `value` for this lane, wait for the warp, return the parity whose
 // slots hold everyone's values.
-inline unsigned warp_exchange(unsigned mask, uint64_t value) {
+AOTC_EMU_NOSAN inline unsigned warp_exchange(unsigned mask, uint64_t value) {
+  AOTC_SAN_SCOPE;
   Worker *w = tl_worker;
   unsigned tid = w->cur_tid, warp = tid / 32, lane = tid % 32;
   Warp &wp = w->warps[warp];
@@ -285,7 +311,7 @@ inline unsigned warp_exchange(unsigned mask, uint64_t value) {
   return parity;
 }
 
-inline unsigned lane_id() { return tl_worker->cur_tid % 32; }
+AOTC_EMU_NOSAN inline unsigned lane_id() { return tl_worker->cur_tid % 32; }
 
 template <class T>
 inline uint64_t to_bits(T v) {
@@ -298,7 +324,8 @@ inline uint64_t to_bits(T v) {
 
 // Value of lane `src` for this lane (own value when `src` did not take part).
 template <class T>
-inline T shuffle(unsigned mask, T v, int src, bool valid) {
+AOTC_EMU_NOSAN inline T shuffle(unsigned mask, T v, int src, bool valid) {
+  AOTC_SAN_SCOPE;
   unsigned parity = warp_exchange(mask, to_bits(v));
   const Warp &wp = tl_worker->warps[tl_worker->cur_tid / 32];
   if (!valid || src < 0 || src > 31 || !(wp.done[parity] >> src & 1)) return v;
@@ -309,7 +336,8 @@ inline T shuffle(unsigned mask, T v, int src, bool valid) {
 
 // Ballot of `pred` over the lanes of `mask`; `*voters` gets the lanes that
 // took part (exited lanes do not vote).
-inline unsigned ballot(unsigned mask, int pred, unsigned *voters = nullptr) {
+AOTC_EMU_NOSAN inline unsigned ballot(unsigned mask, int pred, unsigned *voters = nullptr) {
+  AOTC_SAN_SCOPE;
   unsigned parity = warp_exchange(mask, pred ? 1 : 0);
   const Warp &wp = tl_worker->warps[tl_worker->cur_tid / 32];
   unsigned out = 0, took_part = wp.done[parity] & mask;
@@ -323,6 +351,7 @@ inline unsigned ballot(unsigned mask, int pred, unsigned *voters = nullptr) {
 
 // ----------------------------------------------------------- the scheduler
 inline void thread_exit(Worker *w, unsigned tid) {
+  AOTC_SAN(aotc_san::thread_exited(w, tid));
   w->exited++;
   Warp &wp = w->warps[tid / 32];
   wp.present &= ~(1u << (tid % 32));
@@ -331,13 +360,16 @@ inline void thread_exit(Worker *w, unsigned tid) {
     release_barrier(w);
 }
 
-[[noreturn]] inline void fiber_entry() {
+[[noreturn]] AOTC_EMU_NOSAN inline void fiber_entry() {
   Worker *w = tl_worker;
   for (;;) {
     while (w->next_unstarted < w->launch->nthreads) {
       unsigned tid = w->next_unstarted++;
+      AOTC_SAN(tid = aotc_san::thread_at(tid));
       set_thread_index(w, tid);
+      AOTC_SAN(aotc_san::set_in_kernel(true));
       w->launch->body(w->launch->args);
+      AOTC_SAN(aotc_san::set_in_kernel(false));
       thread_exit(w, w->cur_tid);
     }
     w->idle.push_back(w->cur);
@@ -361,6 +393,7 @@ inline int run_block(Worker *w, uint64_t b) {
   blockIdx.x = (unsigned)(b % L->grid.x);
   blockIdx.y = (unsigned)((b / L->grid.x) % L->grid.y);
   blockIdx.z = (unsigned)(b / ((uint64_t)L->grid.x * L->grid.y));
+  AOTC_SAN(aotc_san::block_begin(w, b));
   w->next_unstarted = w->exited = 0;
   w->bar_arrived = 0;
   w->bar_acc = 0;
@@ -435,6 +468,7 @@ inline void worker_main(Launch *L) {
   while (status == OK && L->status.load(std::memory_order_relaxed) == OK) {
     uint64_t b = L->next_block.fetch_add(1, std::memory_order_relaxed);
     if (b >= L->nblocks) break;
+    AOTC_SAN(b = aotc_san::block_at(b, L->nblocks));
     status = run_block(&w, b);
   }
   if (status != OK) {
@@ -468,6 +502,14 @@ inline int launch(void (*body)(void *), void *args, dim3 grid, dim3 block,
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   L.stack_size = (env_size("AOTC_EMU_STACK", 64 << 10) + page - 1) / page * page;
   size_t nworkers = env_size("AOTC_EMU_WORKERS", 2);
+#ifdef AOTC_SANITIZE
+  std::lock_guard<std::mutex> one_at_a_time(aotc_san::st().launch_mu);
+  nworkers = 1;
+  aotc_san::launch_begin(&L);
+  struct End {
+    ~End() { aotc_san::launch_end(); }
+  } end_launch;
+#endif
   if (nworkers > L.nblocks) nworkers = (size_t)L.nblocks;
   if (nworkers > 256) nworkers = 256;
   // Plain pthreads (not <thread>, which doubles the header's compile cost).
@@ -492,6 +534,9 @@ inline int launch_kernel_impl(void (*fn)(A...), std::index_sequence<I...>,
                               const unsigned *grid3, const unsigned *block3,
                               unsigned dyn_smem, void **params) {
   const dim3 grid(grid3[0], grid3[1], grid3[2]), block(block3[0], block3[1], block3[2]);
+  AOTC_SAN(static constexpr bool is_pointer[sizeof...(A) + 1] = {std::is_pointer_v<std::decay_t<A>>...};
+           aotc_san::tl_pending.params = params; aotc_san::tl_pending.is_pointer = is_pointer;
+           aotc_san::tl_pending.nparams = sizeof...(A));
   if constexpr ((std::is_pointer_v<std::decay_t<A>> && ...)) {
     // aotc's kernels take pointers only: an array of them, no std::tuple, whose
     // instantiation grows steeply with the arity (a 200-way concat: 8 s of g++)
@@ -501,9 +546,11 @@ inline int launch_kernel_impl(void (*fn)(A...), std::index_sequence<I...>,
     };
     Call call{fn, {}};
     ((call.vals[I] = (void *)*static_cast<std::decay_t<A> *>(params[I])), ...);
-    auto body = [](void *p) {
-      Call *c = static_cast<Call *>(p);
-      c->fn(static_cast<std::decay_t<A>>(c->vals[I])...);
+    // A copy on the fiber's stack: under AOTC_SANITIZE, kernel code may only
+    // touch its own stack, its buffers and shared memory.
+    auto body = [](void *p) AOTC_EMU_NOSAN {
+      Call c = *static_cast<Call *>(p);
+      c.fn(static_cast<std::decay_t<A>>(c.vals[I])...);
     };
     return launch(body, &call, grid, block, dyn_smem);
   } else {
@@ -513,9 +560,9 @@ inline int launch_kernel_impl(void (*fn)(A...), std::index_sequence<I...>,
     };
     Call call{fn, std::tuple<std::decay_t<A>...>(
                       *static_cast<std::decay_t<A> *>(params[I])...)};
-    auto body = [](void *p) {
-      Call *c = static_cast<Call *>(p);
-      c->fn(std::get<I>(c->args)...);
+    auto body = [](void *p) AOTC_EMU_NOSAN {
+      Call c = *static_cast<Call *>(p);
+      c.fn(std::get<I>(c.args)...);
     };
     return launch(body, &call, grid, block, dyn_smem);
   }
@@ -535,12 +582,23 @@ inline int launch_kernel(void (*fn)(A...), const unsigned *grid3,
 }  // namespace aotc_emu
 
 // ------------------------------------------------------- CUDA device API
-inline void __syncthreads() { aotc_emu::barrier(0); }
-inline int __syncthreads_count(int p) { return aotc_emu::barrier(p); }
-inline int __syncthreads_and(int p) { return aotc_emu::barrier(!p) == 0; }
-inline int __syncthreads_or(int p) { return aotc_emu::barrier(p) != 0; }
+// Sanitized builds tell the barriers apart by their call sites.
+#ifdef AOTC_SANITIZE
+#define AOTC_BARRIER_FN __attribute__((noinline)) AOTC_EMU_NOSAN
+#define AOTC_BARRIER_SITE (uintptr_t) __builtin_return_address(0)
+#else
+#define AOTC_BARRIER_FN
+#define AOTC_BARRIER_SITE 0
+#endif
+AOTC_BARRIER_FN inline void __syncthreads() { aotc_emu::barrier(0, AOTC_BARRIER_SITE); }
+AOTC_BARRIER_FN inline int __syncthreads_count(int p) { return aotc_emu::barrier(p, AOTC_BARRIER_SITE); }
+AOTC_BARRIER_FN inline int __syncthreads_and(int p) { return aotc_emu::barrier(!p, AOTC_BARRIER_SITE) == 0; }
+AOTC_BARRIER_FN inline int __syncthreads_or(int p) { return aotc_emu::barrier(p, AOTC_BARRIER_SITE) != 0; }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { aotc_emu::warp_exchange(mask, 0); }
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence() {
+  AOTC_SAN(aotc_san::fence());
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 inline void __threadfence_block() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 [[noreturn]] inline void __trap() { abort(); }
 
@@ -571,12 +629,16 @@ inline int __all_sync(unsigned mask, int pred) {
   unsigned voters = 0;
   return aotc_emu::ballot(mask, pred, &voters) == voters;
 }
-inline unsigned __activemask() { return aotc_emu::tl_worker->warps[aotc_emu::tl_worker->cur_tid / 32].present; }
+AOTC_EMU_NOSAN inline unsigned __activemask() {
+  AOTC_SAN_SCOPE;
+  return aotc_emu::tl_worker->warps[aotc_emu::tl_worker->cur_tid / 32].present;
+}
 
 // Atomics: blocks really run in parallel on different OS threads.
 #define AOTC_EMU_ATOMIC(name, op)                                              \
   template <class T>                                                           \
-  inline T name(T *p, std::type_identity_t<T> v) {                             \
+  AOTC_EMU_NOSAN inline T name(T *p, std::type_identity_t<T> v) {              \
+    AOTC_SAN(aotc_san::atomic_access(p, sizeof(T)); AOTC_SAN_SCOPE);                          \
     return std::atomic_ref<T>(*p).op(v);                                       \
   }
 AOTC_EMU_ATOMIC(atomicAdd, fetch_add)
@@ -588,12 +650,14 @@ AOTC_EMU_ATOMIC(atomicXor, fetch_xor)
 #undef AOTC_EMU_ATOMIC
 
 template <class T>
-inline T atomicCAS(T *p, std::type_identity_t<T> compare, std::type_identity_t<T> v) {
+AOTC_EMU_NOSAN inline T atomicCAS(T *p, std::type_identity_t<T> compare, std::type_identity_t<T> v) {
+  AOTC_SAN(aotc_san::atomic_access(p, sizeof(T)); AOTC_SAN_SCOPE);
   std::atomic_ref<T>(*p).compare_exchange_strong(compare, v);
   return compare;  // holds the old value either way
 }
 template <class T>
-inline T atomicMax(T *p, std::type_identity_t<T> v) {
+AOTC_EMU_NOSAN inline T atomicMax(T *p, std::type_identity_t<T> v) {
+  AOTC_SAN(aotc_san::atomic_access(p, sizeof(T)); AOTC_SAN_SCOPE);
   std::atomic_ref<T> a(*p);
   T old = a.load();
   while (old < v && !a.compare_exchange_weak(old, v)) {
@@ -601,7 +665,8 @@ inline T atomicMax(T *p, std::type_identity_t<T> v) {
   return old;
 }
 template <class T>
-inline T atomicMin(T *p, std::type_identity_t<T> v) {
+AOTC_EMU_NOSAN inline T atomicMin(T *p, std::type_identity_t<T> v) {
+  AOTC_SAN(aotc_san::atomic_access(p, sizeof(T)); AOTC_SAN_SCOPE);
   std::atomic_ref<T> a(*p);
   T old = a.load();
   while (v < old && !a.compare_exchange_weak(old, v)) {
