@@ -96,7 +96,7 @@ struct State {
   std::string pending;  // JSON lines not yet taken
 };
 
-inline State &st() {
+__attribute__((no_sanitize_address)) inline State &st() {
   static State s;
   return s;
 }
@@ -468,6 +468,7 @@ __attribute__((no_sanitize_address)) inline void thread_exited(aotc_emu::Worker 
 
 __attribute__((no_sanitize_address)) inline void fence() {
   if (!tl_in_kernel) return;
+  EmuScope scope;
   st().fenced[st().block] = 1;
 }
 
