@@ -49,7 +49,10 @@ struct Acc {
   uint32_t block = 0, bar = 0;
   uint16_t wsync = 0, thread = 0;
 };
-constexpr uint16_t kValid = 1u << 15, kAtomic = 1u << 14, kManyReaders = 1u << 13, kTid = 0x7ff;
+// kManyReaders: other threads of the reader's warp read in the same warp epoch;
+// kManyWarps: threads of other warps read in the same barrier interval.
+constexpr uint16_t kValid = 1u << 15, kAtomic = 1u << 14, kManyReaders = 1u << 13, kManyWarps = 1u << 12,
+                   kReaderFlags = kManyReaders | kManyWarps, kTid = 0x7ff;
 
 struct Cell {
   Acc w, r;
@@ -269,7 +272,9 @@ __attribute__((no_sanitize_address)) inline void shadow_access(uintptr_t a, unsi
         if (!ordered(x.r, c)) {
           race(shared, x.r, c, a, size, "write after an unordered read");
           raced = true;
-        } else if ((x.r.thread & kManyReaders) && x.r.block == c.block && x.r.bar == c.bar) {
+        } else if (x.r.block == c.block && x.r.bar == c.bar &&
+                   ((x.r.thread & kManyWarps) ||
+                    ((x.r.thread & kManyReaders) && x.r.wsync == c.wsync))) {
           race(shared, x.r, c, a, size, "write after unordered reads by several threads");
           raced = true;
         }
@@ -288,15 +293,20 @@ __attribute__((no_sanitize_address)) inline void shadow_access(uintptr_t a, unsi
       x.other_reader_block = 0;
     } else {
       if (shared && !wvalid) uninit = true;
+      uint16_t flags = 0;
       if (rvalid && x.r.block != c.block) {
         if (!shared) x.other_reader_block = x.r.block + 1;
-      } else if (rvalid && (x.r.thread & kTid) != tid && !ordered(x.r, c)) {
-        c.thread |= kManyReaders;
       } else if (rvalid && x.r.bar == c.bar) {
-        c.thread |= x.r.thread & kManyReaders;
+        unsigned rt = x.r.thread & kTid;
+        if (rt / 32 != tid / 32) {
+          flags = kManyWarps | (x.r.thread & kManyWarps);
+        } else {
+          flags = x.r.thread & kManyWarps;
+          if (x.r.wsync == c.wsync) flags |= (x.r.thread & kManyReaders) | (rt != tid ? kManyReaders : 0);
+        }
       }
       x.r = c;
-      c.thread &= (uint16_t)~kManyReaders;
+      x.r.thread |= flags;
     }
   }
   if (uninit) report(UNINIT, a, size, "shared memory read before any thread of the block wrote it");
