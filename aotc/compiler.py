@@ -135,6 +135,7 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     from aotc.kernels import codegen
     from aotc.package.launch_plan import build_launches
     from aotc.package.memory_plan import check_graph_fits
+    from aotc.package.sanitize import manifest_fields as sanitize_fields   # `aotc run --sanitize` rebuilds from these
 
     say = progress or (lambda msg: None)
     times: dict[str, float] = {}
@@ -191,7 +192,8 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
                   "nodes_imported": len(imported.nodes), "nodes_optimized": len(optimized.nodes),
                   "source_lines": source.count("\n"), "kernel_resources": resources,
                   "fast_compile": fast_compile, "split_k": split_k,
-                  **({"debug_outputs": [d.as_dict() for d in debug]} if debug is not None else {})})
+                  **({"debug_outputs": [d.as_dict() for d in debug]} if debug is not None else {}),
+                  **sanitize_fields(source, kernels)})
     done("package")
     return CompileResult(plan, imported, optimized, times, memory.lower_bound, regions, kernels, report)
 

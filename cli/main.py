@@ -208,9 +208,16 @@ def _load_inputs(path, specs):
               help="Write outputs to this .npz, keyed by output name.")
 @click.option("--seed", default=0, show_default=True, help="Seed for random inputs.")
 @click.option("--iterations", default=1, show_default=True, help="Run this many times; report the median time.")
+@click.option("--sanitize", is_flag=True,
+              help="cpu only: rebuild the host build with the sanitizer (races, bounds, alignment, barriers, "
+                   "uninitialized shared memory); violations exit 1.")
+@click.option("--sanitize-order", default="forward", show_default=True, metavar="forward|reverse|random:SEED",
+              help="With --sanitize: the order blocks and threads run in.")
 @handle_errors
-def run_cmd(engine, device, inputs_path, outputs_path, seed, iterations):
+def run_cmd(engine, device, inputs_path, outputs_path, seed, iterations, sanitize, sanitize_order):
     """Run ENGINE once on DEVICE and print its outputs' shapes and statistics."""
+    if sanitize:
+        return _run_sanitized(engine, device, inputs_path, outputs_path, seed, iterations, sanitize_order)
     import numpy as np
 
     from aotc.package.runtime_binding import Engine
@@ -231,6 +238,40 @@ def run_cmd(engine, device, inputs_path, outputs_path, seed, iterations):
     if outputs_path:
         np.savez(outputs_path, **outputs)
         click.echo(f"  outputs written to {outputs_path}")
+
+
+def _run_sanitized(engine, device, inputs_path, outputs_path, seed, iterations, order):
+    """`run --sanitize`: the same run on a sanitizing host build; one line per violation kind."""
+    import os
+    import re
+    import tempfile
+
+    from aotc.errors import AotcError
+    from aotc.package.sanitize import read_report, sanitized_engine, summary_lines
+    if device != "cpu":
+        raise AotcError("--sanitize runs on the cpu device only (the host emulation is what it instruments)")
+    if not re.fullmatch(r"forward|reverse|random(:\d+)?", order):
+        raise AotcError(f"--sanitize-order {order!r}: use forward, reverse or random:SEED")
+    with open(engine, "rb") as f:
+        image = sanitized_engine(f.read())
+    with tempfile.TemporaryDirectory(prefix="aotc-sanitize-") as tmp:
+        path, report = os.path.join(tmp, os.path.basename(engine)), os.path.join(tmp, "report.jsonl")
+        with open(path, "wb") as f:
+            f.write(image)
+        saved = {k: os.environ.get(k) for k in ("AOTC_SANITIZE_REPORT", "AOTC_SANITIZE_ORDER")}
+        os.environ.update(AOTC_SANITIZE_REPORT=report, AOTC_SANITIZE_ORDER=order)
+        try:
+            run_cmd.callback.__wrapped__(path, device, inputs_path, outputs_path, seed, iterations, False, order)
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        found = read_report(report)
+    lines = summary_lines(found)
+    for line in lines:
+        click.echo(line, err=True)
+    if lines:
+        sys.exit(1)
+    click.echo(f"sanitizer: no violations ({order} order)")
 
 
 @main.command("inspect")
