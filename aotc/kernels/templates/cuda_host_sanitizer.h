@@ -83,6 +83,7 @@ struct State {
   std::unordered_map<uintptr_t, std::vector<Release>> releases;  // sync location -> releases
   std::vector<uint8_t> fenced;                                   // per block
   uint32_t block = 0;
+  aotc_emu::Worker *worker = nullptr;
   bool divergent_reported = false;
   int first_exited = -1;
   std::vector<uintptr_t> sites;  // per thread: the barrier it waits at
@@ -99,12 +100,16 @@ struct State {
   std::string pending;  // JSON lines not yet taken
 };
 
-__attribute__((no_sanitize_address)) inline State &st() {
-  static State s;
-  return s;
-}
+inline State g_state;
+__attribute__((no_sanitize_address)) inline State &st() { return g_state; }
 
-inline thread_local bool tl_in_kernel = false;                 // hooks fire only in kernel code
+// Hooks fire only in kernel code, which runs on the launch's one worker thread:
+// a global flag and that thread's id are cheaper than module TLS on every access.
+inline bool g_in_kernel = false;  // atomic builtins only: std::atomic's members would be instrumented
+inline pthread_t g_kernel_thread;
+__attribute__((no_sanitize_address)) inline bool in_kernel() {
+  return __atomic_load_n(&g_in_kernel, __ATOMIC_RELAXED) && pthread_equal(pthread_self(), g_kernel_thread);
+}
 inline thread_local const uint64_t *tl_extents = nullptr;      // HostLibrary's override
 inline thread_local unsigned tl_extent_count = 0;
 
@@ -112,16 +117,22 @@ inline thread_local unsigned tl_extent_count = 0;
 // memory traffic is not the kernel's. The flag is false at every fiber switch.
 struct EmuScope {
   bool saved;
-  __attribute__((no_sanitize_address)) EmuScope() : saved(tl_in_kernel) { tl_in_kernel = false; }
-  __attribute__((no_sanitize_address)) ~EmuScope() { tl_in_kernel = saved; }
+  __attribute__((no_sanitize_address)) EmuScope() : saved(in_kernel()) {
+    if (saved) __atomic_store_n(&g_in_kernel, false, __ATOMIC_RELAXED);
+  }
+  __attribute__((no_sanitize_address)) ~EmuScope() {
+    if (saved) __atomic_store_n(&g_in_kernel, true, __ATOMIC_RELAXED);
+  }
 };
-__attribute__((no_sanitize_address)) inline void set_in_kernel(bool on) { tl_in_kernel = on; }
+__attribute__((no_sanitize_address)) inline void set_in_kernel(bool on) {
+  __atomic_store_n(&g_in_kernel, on, __ATOMIC_RELAXED);
+}
 
 // -------------------------------------------------------------- reporting
 __attribute__((no_sanitize_address)) inline void report(Kind k, uintptr_t addr, unsigned size,
                                                         const char *what) {
   State &s = st();
-  aotc_emu::Worker *w = aotc_emu::tl_worker;
+  aotc_emu::Worker *w = st().worker;
   std::lock_guard<std::mutex> g(s.report_mu);
   s.counts[k]++;
   if (s.kept[k] >= 50) return;  // counted, not listed
@@ -170,7 +181,7 @@ __attribute__((no_sanitize_address)) inline int image_cb(dl_phdr_info *info, siz
 // An access in none of the launch's buffers: fine when it is the thread's own
 // stack, a built-in variable or the module's static data, else out of bounds.
 __attribute__((no_sanitize_address)) inline bool private_address(uintptr_t a) {
-  aotc_emu::Worker *w = aotc_emu::tl_worker;
+  aotc_emu::Worker *w = st().worker;
   if (w->cur && a >= (uintptr_t)w->cur->map && a < (uintptr_t)w->cur->map + w->cur->map_size)
     return true;
   auto in = [a](const void *p, size_t n) { return a >= (uintptr_t)p && a < (uintptr_t)p + n; };
@@ -249,7 +260,7 @@ __attribute__((no_sanitize_address)) inline void race(bool shared, const Acc &p,
 __attribute__((no_sanitize_address)) inline void shadow_access(uintptr_t a, unsigned size, bool write,
                                                                bool atomic, bool shared) {
   State &s = st();
-  aotc_emu::Worker *w = aotc_emu::tl_worker;
+  aotc_emu::Worker *w = st().worker;
   unsigned tid = w->cur_tid;
   Acc c;
   c.block = s.block;
@@ -257,8 +268,10 @@ __attribute__((no_sanitize_address)) inline void shadow_access(uintptr_t a, unsi
   c.wsync = (uint16_t)w->warps[tid / 32].gen;
   c.thread = (uint16_t)(tid | kValid | (atomic ? kAtomic : 0));
   bool raced = false, uninit = false;
+  Cell *cells = cell(a);
+  bool one_page = ((a + size - 1) & ~(kPage - 1)) == (a & ~(kPage - 1));
   for (unsigned i = 0; i < size && !raced; i++) {
-    Cell &x = *cell(a + i);
+    Cell &x = one_page ? cells[i] : *cell(a + i);
     bool wvalid = (x.w.thread & kValid) && !(shared && x.w.block != c.block);
     bool rvalid = (x.r.thread & kValid) && !(shared && x.r.block != c.block);
     bool both_atomic = atomic && wvalid && (x.w.thread & kAtomic);
@@ -313,9 +326,11 @@ __attribute__((no_sanitize_address)) inline void shadow_access(uintptr_t a, unsi
 
 __attribute__((no_sanitize_address)) inline void check(uintptr_t a, unsigned size, bool write,
                                                        bool atomic) {
-  if (!tl_in_kernel) return;
-  EmuScope scope;  // our own containers are instrumented too
+  if (!in_kernel()) return;
   State &s = st();
+  const aotc_emu::Fiber *f = s.worker->cur;
+  if (a - (uintptr_t)f->map < f->map_size) return;  // the thread's own locals
+  EmuScope scope;  // our own containers are instrumented too
   if ((size == 2 || size == 4 || size == 8 || size == 16) && a % size) {
     char d[96];
     snprintf(d, sizeof d, "%u-byte %s not aligned to %u bytes", size, write ? "store" : "load", size);
@@ -383,6 +398,7 @@ inline thread_local Pending tl_pending;
 __attribute__((no_sanitize_address)) inline void launch_begin(aotc_emu::Launch *L) {
   State &s = st();
   if (s.image.empty()) dl_iterate_phdr(image_cb, &s.image);
+  g_kernel_thread = pthread_self();
   const Pending &p = tl_pending;
   s.kernel = p.kernel;
   s.regions.clear();
@@ -458,6 +474,7 @@ __attribute__((no_sanitize_address)) inline unsigned thread_at(unsigned i) { ret
 
 __attribute__((no_sanitize_address)) inline void block_begin(aotc_emu::Worker *w, uint64_t b) {
   State &s = st();
+  s.worker = w;
   s.block = (uint32_t)b;
   s.divergent_reported = false;
   s.first_exited = -1;
@@ -493,7 +510,7 @@ __attribute__((no_sanitize_address)) inline void thread_exited(aotc_emu::Worker 
 }
 
 __attribute__((no_sanitize_address)) inline void fence() {
-  if (!tl_in_kernel) return;
+  if (!in_kernel()) return;
   EmuScope scope;
   st().fenced[st().block] = 1;
 }
@@ -501,13 +518,13 @@ __attribute__((no_sanitize_address)) inline void fence() {
 // An atomic on global `a` acquires every earlier fenced block's release there
 // and, when this block has fenced, releases this block's writes so far.
 __attribute__((no_sanitize_address)) inline void atomic_access(const void *p, unsigned size) {
-  if (!tl_in_kernel) return;
+  if (!in_kernel()) return;
   uintptr_t a = (uintptr_t)p;
   check(a, size, true, true);
   EmuScope scope;
   State &s = st();
   if ((a >= s.smem_lo && a < s.smem_hi) || (a >= s.dyn_lo && a < s.dyn_hi)) return;
-  aotc_emu::Worker *w = aotc_emu::tl_worker;
+  aotc_emu::Worker *w = st().worker;
   auto &acq = s.acquired[s.block];
   auto &rel = s.releases[a];
   for (const Release &r : rel) {
@@ -561,3 +578,6 @@ extern "C" __attribute__((no_sanitize_address, visibility("default"))) void __as
   aotc_san::check(a, (unsigned)n, true, false);
 }
 extern "C" __attribute__((no_sanitize_address, visibility("default"))) void __asan_handle_no_return() {}
+extern "C" __attribute__((no_sanitize_address, visibility("default"))) void __asan_before_dynamic_init(
+    const char *) {}
+extern "C" __attribute__((no_sanitize_address, visibility("default"))) void __asan_after_dynamic_init() {}
