@@ -147,6 +147,13 @@ def test_the_build_is_a_sanitizing_one(lib):
     assert not HostLibrary(compile_host(SOURCE, ["clean"], sanitize=False)).sanitizing
 
 
+def test_environment_switch_makes_sanitizing_builds(monkeypatch):
+    monkeypatch.setenv("AOTC_SANITIZE", "1")
+    assert HostLibrary(compile_host(SOURCE, ["clean"])).sanitizing
+    monkeypatch.setenv("AOTC_SANITIZE", "0")
+    assert not HostLibrary(compile_host(SOURCE, ["clean"])).sanitizing
+
+
 def test_clean_kernel_reports_nothing(lib, rng):
     x = rng.standard_normal(4 * 256).astype(np.float32)
     sums, total = np.full(4, np.nan, np.float32), np.zeros(1, np.float32)

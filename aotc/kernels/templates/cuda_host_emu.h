@@ -33,6 +33,9 @@
 // serialises them), concurrent collectives with different masks in one warp,
 // __syncthreads in divergent code (exited threads simply stop counting),
 // tensor-core/async-copy instructions without an aotc host fallback.
+// A sanitizing build (-DAOTC_SANITIZE, host_compile.py) reports those races and
+// divergent barriers, and bounds, alignment, uninitialized shared reads too:
+// cuda_host_sanitizer.h.
 #pragma once
 
 // Pitfall: glibc's fortified longjmp refuses to jump between stacks
