@@ -9,8 +9,8 @@ import aotc
 from aotc.kernels.host_compile import have_host_compiler
 from aotc.package.runtime_binding import Engine
 from aotc.package.sanitize import read_report, sanitized_engine, summary_lines
-from tests.e2e.models import bert_encoder, resnet_bottleneck
-from tests.e2e.real_models import mobilenetv2
+from aotc.bench.models.real import mobilenetv2
+from aotc.bench.models.small import bert_encoder, resnet_bottleneck
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not have_host_compiler(), reason="no host C++ compiler")]
 

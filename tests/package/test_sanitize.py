@@ -3,7 +3,6 @@ host build, runs through the C runtime's cpu device; violations exit 1 with one 
 from __future__ import annotations
 
 import base64
-import sys
 import zlib
 
 import pytest
@@ -15,7 +14,7 @@ from aotc.kernels.host_compile import compile_host, have_host_compiler
 from aotc.package import plan as P
 from aotc.package.engine_format import engine_bytes, read_engine
 from aotc.package.sanitize import kernel_extents, sanitized_engine, summary_lines
-from cli.main import main
+from aotc.cli.main import main
 
 pytestmark = pytest.mark.skipif(not have_host_compiler(), reason="no host C++ compiler")
 
@@ -45,8 +44,7 @@ def _engine(source: str, tmp_path) -> str:
 
 @pytest.fixture(scope="module")
 def mlp_engine(tmp_path_factory):
-    sys.path.insert(0, ".")
-    from tests.e2e.models import mlp
+    from aotc.bench.models.small import mlp
     model, _ = mlp()
     path = tmp_path_factory.mktemp("mlp") / "mlp.engine"
     result = aotc.compile(model, str(path), arch="none")
