@@ -53,13 +53,26 @@ def explain(region: Region) -> dict:
     """What one region computes and why it stopped growing (`aotc compile --explain`).
 
     `ops` names the compute nodes as ONNX-name/aotc-op, each once (index
-    math is left out: it is recomputed wherever it is needed); `why_not_larger` are the region's bail-out reasons,
-    each once.
+    math is left out: it is recomputed wherever it is needed); `prologue` those of them a GEMM/conv computes
+    while it loads its operands (prologue_of); `why_not_larger` are the region's bail-out reasons, each once.
     """
-    compute = list(dict.fromkeys(f"{n.name}/{n.op}" if n.name else n.op
-                                 for n in region.nodes if ops.category(n.op) not in _DUPLICABLE))
+    def label(n):
+        return f"{n.name}/{n.op}" if n.name else n.op
+
+    compute = [n for n in region.nodes if ops.category(n.op) not in _DUPLICABLE]
     return {"kind": region.kind, "anchor": region.anchor.name if region.anchor is not None else None,
-            "ops": compute, "root": str(region.root.type), "why_not_larger": list(dict.fromkeys(region.reasons))}
+            "ops": list(dict.fromkeys(map(label, compute))),
+            "prologue": list(dict.fromkeys(map(label, prologue_of(region)))), "root": str(region.root.type), "why_not_larger": list(dict.fromkeys(region.reasons))}
+
+
+def prologue_of(region: Region) -> list[Node]:
+    """The compute nodes a GEMM/conv region evaluates while loading its operands (a norm prologue, a
+    staged depthwise conv, an elementwise lhs prologue): members that neither are the anchor nor
+    consume its result. Empty for other kinds."""
+    if region.kind not in ("dot", "conv") or region.anchor is None:
+        return []
+    after = set(region.epilogue) | {region.anchor}
+    return [n for n in region.nodes if n not in after and ops.category(n.op) not in _DUPLICABLE]
 
 
 def _is_anchor(n: Node) -> bool:
@@ -246,7 +259,8 @@ def _absorb_refusal(p: Node, v: Value, restricted, anchor, allow_rows: bool, roo
     if cat not in _FUSIBLE:
         return f"{p.op} '{p.name}' not fused: {cat} ops anchor their own region"
     if restricted is not None and not prologue_accepts(rule_for(restricted), p.op):
-        return f"{p.op} '{p.name}' not fused: compute in a gemm/conv prologue"
+        return (f"{p.op} '{p.name}' not fused: a {rule_for(restricted).kind} operand prologue takes only index math "
+                f"and casts (computed by another kernel)")
     if v in outputs:
         return f"{p.op} '{p.name}' not fused: graph output"
     exclusive = all(u in members for u in users.get(v, []))
