@@ -62,7 +62,8 @@ def explain(region: Region) -> dict:
     compute = [n for n in region.nodes if ops.category(n.op) not in _DUPLICABLE]
     return {"kind": region.kind, "anchor": region.anchor.name if region.anchor is not None else None,
             "ops": list(dict.fromkeys(map(label, compute))),
-            "prologue": list(dict.fromkeys(map(label, prologue_of(region)))), "root": str(region.root.type), "why_not_larger": list(dict.fromkeys(region.reasons))}
+            "prologue": list(dict.fromkeys(map(label, prologue_of(region)))), "root": str(region.root.type),
+            "why_not_larger": list(dict.fromkeys(region.reasons))}
 
 
 def prologue_of(region: Region) -> list[Node]:

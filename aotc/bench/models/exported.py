@@ -46,7 +46,8 @@ REVISION = 3          # bump when the export code changes what it writes: old ca
 # architecture -> size -> (config kwargs, shape kwargs)
 ARCHS = {
     "gpt2": {
-        "small": (dict(n_layer=2, n_embd=64, n_head=4, vocab_size=96, n_positions=64), dict(batch=1, seq=16)),
+        "small": (dict(n_layer=2, n_embd=64, n_head=4, vocab_size=96, n_positions=64, bos_token_id=0,
+                       eos_token_id=0), dict(batch=1, seq=16)),
         "real": (dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024),
                  dict(batch=1, seq=128)),
     },
@@ -83,8 +84,9 @@ ARCHS = {
 # com.microsoft Gelu/FastGelu, so they are off too);
 # Attention, SkipLayerNormalization, EmbedLayerNormalization, BiasGelu, FastGelu,
 # SimplifiedLayerNormalization and RotaryEmbedding are com.microsoft contrib ops
-_ORT_OPTIONS = dict(enable_gelu=False, enable_attention=False, enable_skip_layer_norm=False, enable_embed_layer_norm=False,
-                    enable_bias_skip_layer_norm=False, enable_bias_gelu=False, enable_gelu_approximation=False,
+_ORT_OPTIONS = dict(enable_gelu=False, enable_attention=False, enable_skip_layer_norm=False,
+                    enable_embed_layer_norm=False, enable_bias_skip_layer_norm=False, enable_bias_gelu=False,
+                    enable_gelu_approximation=False,
                     enable_rotary_embeddings=False, enable_qordered_matmul=False, enable_shape_inference=True,
                     enable_gemm_fast_gelu=False, enable_group_norm=False, enable_skip_group_norm=False,
                     enable_bias_splitgelu=False, enable_packed_qkv=False, enable_packed_kv=False,
