@@ -100,3 +100,21 @@ def test_explain_never_places_a_node_in_a_prologue_it_is_not_computed_in(disable
         for why in e["why_not_larger"]:
             assert not re.search(r"(compute|computed) in a \w+(/\w+)? prologue", why), why
     assert listed > 0          # the LayerNorms in the projections' prologues are listed
+
+
+@pytest.mark.parametrize("arch,form", [pytest.param("gpt2", "torchscript", id="gpt2-torchscript"),
+                                       pytest.param("llama", "dynamo", id="llama-dynamo", marks=pytest.mark.slow),
+                                       pytest.param("vit", "ortopt", id="vit-ortopt", marks=pytest.mark.slow)])
+def test_dynamic_axes_export_compiles_like_the_static_one(arch, form, tmp_path):
+    """Exported with symbolic batch and sequence dims (the int64 Shape/Gather/Concat arithmetic stays in
+    the graph), compiled at the feeds' shapes: the same kernels as the static export, the same numbers."""
+    model, feeds = exported(arch, form, dynamic=True)
+    static, _ = exported(arch, form)
+    shapes = {k: v.shape for k, v in feeds.items()}
+    path = tmp_path / "dyn.engine"
+    result = aotc.compiler.compile(model, path, arch="none", input_shapes=shapes)
+    assert len(result.plan.launches) == len(aotc.compiler.compile_model(static, arch="none", host=False).plan.launches)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    engine = Engine(str(path))
+    got = engine.create_context(device="cpu").run(feeds)[engine.outputs[0].name]
+    assert got.shape == want.shape and rel_error(got, want) <= 1e-4

@@ -97,15 +97,18 @@ _ORT_NO_NORM_FUSION = ("llama", "t5")
 _ORT_MODEL_TYPE = {"gpt2": "gpt2", "bert": "bert", "vit": "vit", "llama": "bert", "t5": "bert"}
 
 
-def exported(arch: str, form: str, size: str = "small", seed: int = 0):
-    """(onnx.ModelProto, {input name: array}) for `arch` exported in `form` at `size`."""
+def exported(arch: str, form: str, size: str = "small", seed: int = 0, dynamic: bool = False):
+    """(onnx.ModelProto, {input name: array}) for `arch` exported in `form` at `size`.
+
+    `dynamic` exports the batch and sequence dims as symbolic (dynamic_axes / dynamic_shapes), as
+    most users do; aotc then compiles it with input_shapes set to the feeds' shapes."""
     if arch not in ARCHS or size not in ARCHS[arch] or form not in FORMS:
         raise ValueError(f"no exported model {arch}/{form}/{size}: archs {sorted(ARCHS)}, forms {FORMS}, "
                          f"sizes small/real")
     config, shape = ARCHS[arch][size]
-    path = _cache_path(arch, form, size, seed, config, shape)
+    path = _cache_path(arch, form, size, seed, config, shape, dynamic)
     if not path.exists():
-        data = _export(arch, form, config, shape, seed)
+        data = _export(arch, form, config, shape, seed, dynamic)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_bytes(data)
@@ -125,14 +128,16 @@ def _versions() -> dict:
     return out
 
 
-def _cache_path(arch, form, size, seed, config, shape) -> Path:
+def _cache_path(arch, form, size, seed, config, shape, dynamic=False) -> Path:
     parts = [arch, form, size, seed, config, shape, OPSET, REVISION, _versions()]
     if form == "ortopt":
         parts += [_ORT_OPTIONS, arch in _ORT_NO_NORM_FUSION]
+    if dynamic:
+        parts.append("dynamic")
     key = json.dumps(parts, sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     base = Path(os.environ.get("AOTC_CACHE_DIR") or Path.home() / ".cache" / "aotc")
-    return base / "exported" / f"{arch}-{size}-{form}-{digest}.onnx"
+    return base / "exported" / f"{arch}-{size}-{form}{'-dynamic' if dynamic else ''}-{digest}.onnx"
 
 
 def _feeds(arch, config, shape, seed) -> dict:
@@ -191,21 +196,30 @@ def _torch_model(arch, config, seed):
     return FirstOutput(net.eval()).eval()
 
 
-def _export(arch, form, config, shape, seed) -> bytes:
+def _symbolic_dims(arch) -> dict:
+    """Input dim -> name of the dims a dynamic export leaves symbolic: the batch, and the sequence."""
+    return {0: "batch"} if arch == "vit" else {0: "batch", 1: "sequence"}
+
+
+def _export(arch, form, config, shape, seed, dynamic=False) -> bytes:
     import torch
 
     feeds = _feeds(arch, config, shape, seed)
     names = list(feeds)
     args = tuple(torch.from_numpy(v) for v in feeds.values())
     net = _torch_model(arch, config, seed)
+    dims = _symbolic_dims(arch) if dynamic else {}
     with torch.no_grad():
         if form == "dynamo":
+            symbols = {i: torch.export.Dim(name) for i, name in dims.items()}
             program = torch.onnx.export(net, args, input_names=names, output_names=["output"], dynamo=True,
-                                        opset_version=OPSET, external_data=False, optimize=True, verbose=False)
+                                        opset_version=OPSET, external_data=False, optimize=True, verbose=False,
+                                        dynamic_shapes={"args": tuple(symbols for _ in args)} if dims else None)
             return program.model_proto.SerializeToString()
         buf = io.BytesIO()
+        axes = {name: dict(dims) for name in names + ["output"]} if dims else None
         torch.onnx.export(net, args, buf, input_names=names, output_names=["output"], dynamo=False,
-                          opset_version=OPSET, do_constant_folding=True)
+                          opset_version=OPSET, do_constant_folding=True, dynamic_axes=axes)
     data = buf.getvalue()
     return _ort_optimize(arch, data, config) if form == "ortopt" else data
 
