@@ -1,4 +1,6 @@
-"""dot-views: a GEMM on a (B*S, D) view reads the (B, S, D) activation; the view and its inverse go away."""
+"""dot-views: row-wise ops and GEMMs on a (B*S, D) view run on the (B, S, D) activation; the views go away."""
+import numpy as np
+
 from aotc.hlo_passes import dot_views
 from aotc.hlo_passes.pipeline import Pipeline
 from aotc.hlo_passes.verify import verify
@@ -70,3 +72,44 @@ def test_views_that_touch_the_contracted_dim_or_batched_dots_are_left_alone():
     out = dot_views.run(g)
     assert [n.op for n in out.nodes] == [n.op for n in g.nodes]
     assert all(a.inputs == c.inputs for a, c in zip(out.nodes, g.nodes))
+
+
+def test_a_layernorm_mlp_and_residual_on_a_flattened_stream_run_unflattened():
+    """OPT's decoder flattens the residual stream to (B*S, D) before its MLP: norm, fc1, relu, fc2 and the
+    residual add all run on the view, and the view back to (B, S, D) ends it. All of it goes to 3-D."""
+    from tests.helpers.norms import layer_norm
+    rng, _ = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (2, 7, 16))
+    h = b.add("reshape", b.add("exp", x), shape=(14, 16))
+    y = layer_norm(b, h, b.input("g", (16,)), b.input("beta", (16,)))
+    f = b.add("max", _gemm(b, rng, y, 16, 24), b.add("broadcast_in_dim", b.constant(np.float32(0)), shape=(14, 24),
+                                                      broadcast_dimensions=()))
+    out = b.add("reshape", b.add("add", h, _gemm(b, rng, f, 24, 16)), shape=(2, 7, 16))
+    g = b.build([out])
+    got, _ = SIMPLIFY.run(g)
+    verify(got)
+    assert "reshape" not in counts(got), counts(got)
+    assert not any(n.outputs[0].shape[:1] == (14,) for n in got.nodes)      # nothing left on (B*S, ...) rows
+    assert all(n.inputs[0].shape == (2, 7, 16) for n in got.nodes if n.op == "reduce")
+    assert_same_fresh(g, got, rtol=1e-5, atol=1e-6)
+
+
+def test_a_view_read_by_an_op_that_mixes_rows_stays_for_it():
+    rng, _ = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (2, 7, 16))
+    v = b.add("reshape", x, shape=(14, 16))
+    y = _gemm(b, rng, v, 16, 8)
+    t = b.add("transpose", v, permutation=(1, 0))          # mixes the rows: reads the view itself
+    g = b.build([y, t])
+    got = dot_views.run(g)
+    verify(got)
+    assert next(n for n in got.nodes if n.op == "dot_general").inputs[0] is x
+    assert next(n for n in got.nodes if n.op == "transpose").inputs[0].shape == (14, 16)
+    assert_same_fresh(g, got, rtol=1e-6)
+
+
+def _gemm(b, rng, x, d, n):
+    return b.add("dot_general", x, b.constant(random_array(rng, (d, n)), "w"), lhs_batch=(), rhs_batch=(),
+                 lhs_contract=(1,), rhs_contract=(0,))
