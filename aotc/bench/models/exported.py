@@ -24,6 +24,7 @@ aotc cache dir, keyed by architecture, size, form, seed and the torch,
 transformers, onnxscript and onnxruntime versions.
 
     model, feeds = exported("gpt2", "torchscript", size="small")
+    model, feeds = exported("llama", "dynamo", dynamic=True)   # symbolic batch and sequence dims
 
 torch, transformers and onnxscript are imported only when a model is exported.
 """
