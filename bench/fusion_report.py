@@ -8,6 +8,16 @@ targets, cold (fresh kernel cache) and warm (median of 3), how many GEMM/conv la
 less than half the H200's SMs, and the split-K launches with their partials.
 
     python -m bench.fusion_report [model ...]
+
+With --exported, prints per architecture (GPT-2, BERT, ViT, LLaMA, T5 at their real
+sizes) the builder's graph beside the graphs exporters write for the same
+`transformers` config (aotc/bench/models/exported.py: TorchScript and dynamo
+torch.onnx.export, ORT's transformer optimizer): kernels launched, per layer,
+distinct kernels, modelled bytes moved and the cold compile time. --fast skips the
+NVRTC and host builds (counts and bytes are the same; the time is passes + fusion +
+codegen only); --small uses the 2-layer test configs.
+
+    python -m bench.fusion_report --exported [--fast] [--small] [arch ...]
 """
 from __future__ import annotations
 
@@ -71,5 +81,85 @@ def main(names) -> None:
           " split/MiB: split-K launches / their f32 partials (L2-resident, not in 'moved')")
 
 
+def _builders(size: str) -> dict:
+    """The builder's graph per architecture at the exported configs' shapes (None: no builder of that size)."""
+    from aotc.bench.models.exported import ARCHS
+    from aotc.bench.models.real import bert_base, gpt2_small, vit_b16
+    from aotc.bench.models.zoo import llama
+
+    def cfg(arch):
+        return ARCHS[arch][size]
+
+    g, gs = cfg("gpt2")
+    b, bs = cfg("bert")
+    v, _ = cfg("vit")
+    ll, ls = cfg("llama")
+    return {
+        "gpt2": lambda: gpt2_small(batch=gs["batch"], seq=gs["seq"], layers=g["n_layer"], d=g["n_embd"],
+                                   heads=g["n_head"], vocab=g["vocab_size"]),
+        "bert": lambda: bert_base(batch=bs["batch"], seq=bs["seq"], layers=b["num_hidden_layers"],
+                                  d=b["hidden_size"], heads=b["num_attention_heads"], ffn=b["intermediate_size"],
+                                  vocab=b["vocab_size"]),
+        "vit": lambda: vit_b16(size=v["image_size"], layers=v["num_hidden_layers"], d=v["hidden_size"],
+                               heads=v["num_attention_heads"], classes=v["num_labels"])
+        if v["patch_size"] == 16 else None,
+        "llama": lambda: llama(batch=ls["batch"], seq=ls["seq"], vocab=ll["vocab_size"], d=ll["hidden_size"],
+                               heads=ll["num_attention_heads"], kv_heads=ll["num_key_value_heads"],
+                               ffn=ll["intermediate_size"], layers=ll["num_hidden_layers"]),
+        "t5": lambda: None,            # the zoo builder is one T5 layer, not an encoder stack
+    }
+
+
+def _layers(config) -> int:
+    return config.get("n_layer") or config.get("num_hidden_layers") or config["num_layers"]
+
+
+def _measure(model, fast: bool):
+    """(kernels, distinct, modelled MiB moved, cold compile seconds) with a fresh kernel cache."""
+    import aotc.compiler
+    with tempfile.TemporaryDirectory() as cache:
+        old = os.environ.get("AOTC_CACHE_DIR")
+        os.environ["AOTC_CACHE_DIR"] = cache
+        try:
+            t0 = time.perf_counter()
+            r = aotc.compiler.compile_model(model, **(dict(arch="none", host=False) if fast else {}))
+            seconds = time.perf_counter() - t0
+        finally:
+            if old is None:
+                del os.environ["AOTC_CACHE_DIR"]
+            else:
+                os.environ["AOTC_CACHE_DIR"] = old
+    plan = r.plan
+    return len(plan.launches), len(plan.kernels), sum(l.bytes for l in plan.launches) / 2**20, seconds
+
+
+def main_exported(archs, fast: bool, size: str) -> None:
+    """Builder vs exporter forms, side by side per architecture."""
+    from aotc.bench.models.exported import ARCHS, FORMS, exported
+    builders = _builders(size)
+    print(f"{'arch':<6} {'form':<12} {'kernels':>7} {'/layer':>6} {'distinct':>8} {'moved MiB':>10} "
+          f"{'cold s' + (' (fast)' if fast else ''):>13}")
+    for arch in archs:
+        config, _ = ARCHS[arch][size]
+        layers = _layers(config)
+        built = builders[arch]()
+        forms = [("builder", built[0] if built else None)] + [(f, None) for f in FORMS]
+        for form, model in forms:
+            if form != "builder":
+                model = exported(arch, form, size=size)[0]
+            if model is None:
+                print(f"{arch:<6} {form:<12} {'-':>7}  (no builder of this architecture and size)")
+                continue
+            kernels, distinct, moved, seconds = _measure(model, fast)
+            print(f"{arch:<6} {form:<12} {kernels:>7} {kernels / layers:>6.2f} {distinct:>8} {moved:>10.1f} "
+                  f"{seconds:>13.1f}", flush=True)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:] or list(REAL_MODELS))
+    args = sys.argv[1:]
+    if "--exported" in args:
+        rest = [a for a in args if not a.startswith("--")]
+        main_exported(rest or ["gpt2", "bert", "vit", "llama", "t5"], "--fast" in args,
+                      "small" if "--small" in args else "real")
+    else:
+        main(args or list(REAL_MODELS))

@@ -53,13 +53,27 @@ def explain(region: Region) -> dict:
     """What one region computes and why it stopped growing (`aotc compile --explain`).
 
     `ops` names the compute nodes as ONNX-name/aotc-op, each once (index
-    math is left out: it is recomputed wherever it is needed); `why_not_larger` are the region's bail-out reasons,
-    each once.
+    math is left out: it is recomputed wherever it is needed); `prologue` those of them a GEMM/conv computes
+    while it loads its operands (prologue_of); `why_not_larger` are the region's bail-out reasons, each once.
     """
-    compute = list(dict.fromkeys(f"{n.name}/{n.op}" if n.name else n.op
-                                 for n in region.nodes if ops.category(n.op) not in _DUPLICABLE))
+    def label(n):
+        return f"{n.name}/{n.op}" if n.name else n.op
+
+    compute = [n for n in region.nodes if ops.category(n.op) not in _DUPLICABLE]
     return {"kind": region.kind, "anchor": region.anchor.name if region.anchor is not None else None,
-            "ops": compute, "root": str(region.root.type), "why_not_larger": list(dict.fromkeys(region.reasons))}
+            "ops": list(dict.fromkeys(map(label, compute))),
+            "prologue": list(dict.fromkeys(map(label, prologue_of(region)))), "root": str(region.root.type),
+            "why_not_larger": list(dict.fromkeys(region.reasons))}
+
+
+def prologue_of(region: Region) -> list[Node]:
+    """The compute nodes a GEMM/conv region evaluates while loading its operands (a norm prologue, a
+    staged depthwise conv, an elementwise lhs prologue): members that neither are the anchor nor
+    consume its result. Empty for other kinds."""
+    if region.kind not in ("dot", "conv") or region.anchor is None:
+        return []
+    after = set(region.epilogue) | {region.anchor}
+    return [n for n in region.nodes if n not in after and ops.category(n.op) not in _DUPLICABLE]
 
 
 def _is_anchor(n: Node) -> bool:
@@ -154,7 +168,8 @@ def _grow(root: Node, rid: int, users, producer, outputs, absorbed_in, attention
     return region
 
 
-def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention=None, position=None) -> Region:
+def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention=None, position=None,
+               shared=None) -> Region:
     members: set[Node] = {root}
     reasons: list[str] = []
     anchor = root if _is_anchor(root) else None
@@ -206,7 +221,7 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
                 continue
             limited = restricted[node] and not (node is anchor and v is anchor.inputs[0] and once)
             why = _absorb_refusal(p, v, anchor if limited else None, anchor, allow_rows, root, users, members,
-                                  outputs)
+                                  outputs, shared)
             if why:
                 reasons.append(why)
                 continue
@@ -230,11 +245,12 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
 
 
 def _absorb_refusal(p: Node, v: Value, restricted, anchor, allow_rows: bool, root: Node,
-                    users, members, outputs) -> str:
+                    users, members, outputs, shared=None) -> str:
     """Why producer `p` of `v` cannot join the region ("" if it can).
 
     `restricted`: the anchor whose operand prologue `p` would join (its family's rule
-    says which ops it takes), or None where any fusible op may join."""
+    says which ops it takes), or None where any fusible op may join. `shared(v)`, if
+    given, admits a value with users outside the region (each of them recomputes it)."""
     cat = ops.category(p.op)
     if cat == ops.CONV and expand_into_depthwise(p, v, staged_conv(anchor, members), anchor, users, members,
                                                   outputs):
@@ -246,10 +262,11 @@ def _absorb_refusal(p: Node, v: Value, restricted, anchor, allow_rows: bool, roo
     if cat not in _FUSIBLE:
         return f"{p.op} '{p.name}' not fused: {cat} ops anchor their own region"
     if restricted is not None and not prologue_accepts(rule_for(restricted), p.op):
-        return f"{p.op} '{p.name}' not fused: compute in a gemm/conv prologue"
+        return (f"{p.op} '{p.name}' not fused: a {rule_for(restricted).kind} operand prologue takes only index math "
+                f"and casts (computed by another kernel)")
     if v in outputs:
         return f"{p.op} '{p.name}' not fused: graph output"
-    exclusive = all(u in members for u in users.get(v, []))
+    exclusive = all(u in members for u in users.get(v, [])) or (shared is not None and shared(v))
     if not exclusive and cat not in _DUPLICABLE:
         return f"{p.op} '{p.name}' not fused: used outside the region"
     return ""
@@ -270,7 +287,7 @@ def norm_prologue(anchor: Node, users, producer, outputs) -> tuple[set[Node], st
     p = producer.get(lhs)
     if p is None or lhs in outputs or ops.category(p.op) != ops.ELEMENTWISE or not lhs.dtype.is_float:
         return set(), ""
-    sub = _grow_once(p, users, producer, outputs, True)
+    sub = _grow_once(p, users, producer, outputs, True, shared=lambda v: _feeds_norm_gemms(v, users, outputs))
     if sub.kind != "row" or not row_structure_ok(sub, producer):
         return set(), ""
     reduces = [n for n in sub.nodes if n.op == "reduce"]
@@ -287,6 +304,30 @@ def norm_prologue(anchor: Node, users, producer, outputs) -> tuple[set[Node], st
     if reads > 2:
         return set(), why + f"its {len(reduces)} row passes read {reads} row tensors, more than the tile loads"
     return set(sub.nodes), ""
+
+
+def _feeds_norm_gemms(v: Value, users, outputs) -> bool:
+    """Every use of `v` ends, through elementwise ops of its shape, as the lhs of a GEMM laid out for a
+    norm prologue: each of those GEMMs may recompute `v` in its own prologue.
+
+    Two LayerNorms of one tensor (GPT-NeoX's parallel attention and MLP) share their
+    statistics and normalized value after CSE; each projection recomputes the shared
+    part, so neither norm needs a kernel of its own."""
+    ok = True
+
+    def down(w):
+        nonlocal ok
+        for u in users.get(w, []):
+            if u.op == "dot_general" and u.inputs[0] is w and u.inputs[1] is not w and _norm_layout_ok(u):
+                continue
+            if ops.category(u.op) == ops.ELEMENTWISE and len(u.outputs) == 1 and u.outputs[0].shape == w.shape \
+                    and u.outputs[0] not in outputs:
+                yield u.outputs[0]
+            else:
+                ok = False
+
+    walk([v], down)
+    return ok and v not in outputs and v.dtype.is_float
 
 
 def _full_reads(v: Value, nodes, producer, shape) -> set[Value]:

@@ -9,9 +9,9 @@ wider GEMM; each original result becomes a `slice` of it, which fusion folds
 into the consumers as index math.
 
 Guarantees: results are unchanged up to float summation order (each output
-element is the same dot product). Leaves alone: dots whose RHS is not a
-constant, batched dots, groups where some members have a bias and others do
-not, and dots whose result (or bias-add result) is a graph output.
+element is the same dot product). Siblings with a bias and siblings without
+one form two groups. Leaves alone: dots whose RHS is not a constant, batched
+dots, and dots whose result (or bias-add result) is a graph output.
 """
 from __future__ import annotations
 
@@ -61,9 +61,11 @@ def run(graph: Graph) -> Graph:
         if len(dots) < 2:
             continue
         biases = [_bias_of(d, users, producer, graph.constants, outputs) for d in dots]
-        if any(b is None for b in biases) and not all(b is None for b in biases):
-            continue
-        plans[dots[0]] = (key, dots, biases)
+        # with and without a bias merge apart (GPT-J's bias-free Q/K/V beside its biased fc_in)
+        for biased in (True, False):
+            part = [(d, b) for d, b in zip(dots, biases) if (b is not None) == biased]
+            if len(part) >= 2:
+                plans[part[0][0]] = (key, [d for d, _ in part], [b for _, b in part])
     if not plans:
         return graph.with_nodes(graph.nodes)
     rw = Rewriter(graph)

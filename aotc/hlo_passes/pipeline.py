@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Union
 
 from aotc.errors import AotcError, VerifyError
-from aotc.hlo_passes import (algsimp, bn_fold, constant_folding, cse, dce, infer_shapes, layout, merge_dots, precision,
-                              transpose_sink)
+from aotc.hlo_passes import (algsimp, bn_fold, constant_folding, cse, dce, dot_views, infer_shapes, layout, merge_dots,
+                              precision, transpose_sink)
 from aotc.hlo_passes.verify import verify
 from aotc.ir.graph import Graph
 
@@ -66,6 +66,7 @@ register("constant-folding", constant_folding.run, "evaluate nodes whose inputs 
 register("dce", dce.run, "remove nodes and constants that no graph output needs")
 register("cse", cse.run, "merge nodes with equal op, inputs and attributes, and equal constants")
 register("algsimp", algsimp.run, "local algebraic simplification (x*1, double transpose, x/c -> x*(1/c), ...)")
+register("dot-views", dot_views.run, "a GEMM on a (B*S, D) view of a (B, S, D) activation reads it unviewed")
 register("transpose-sink", transpose_sink.run, "sink transposes/reshapes below elementwise ops, fold them into dots")
 register("bn-fold", bn_fold.run, "fold per-channel scale/shift chains (batch norm, bias) into conv/matmul weights")
 register("layout-nhwc", layout.run, "run convolutions, pooling and their neighbours channels-last")
@@ -221,7 +222,7 @@ class Pipeline:
 
 
 def _simplify(name: str) -> Pipeline:
-    return Pipeline(["constant-folding", "algsimp", "transpose-sink", "bn-fold", "cse", "dce"],
+    return Pipeline(["constant-folding", "algsimp", "dot-views", "transpose-sink", "bn-fold", "cse", "dce"],
                     name=name, fixed_point=True)
 
 

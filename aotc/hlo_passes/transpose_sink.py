@@ -13,7 +13,8 @@ Guarantees, each exact (pure data movement):
   constant, or whose dims stay increasing under p) becomes
   `transpose(f(a, ...), p)`; constants are permuted, broadcasts re-aimed;
 - the same for `reshape`: `f(reshape(a))` with every operand a single-use
-  reshape from the same shape, or a constant-valued splat, becomes
+  reshape from the same shape, a constant-valued splat, a single-use constant,
+  or a broadcast along trailing dims the reshape keeps (a GEMM's bias), becomes
   `reshape(f(a, ...))`;
 - `dot_general(transpose(a, p), b)` (either side) reads `a` directly with
   permuted batch/contracting dims when the free dims keep their order (so
@@ -132,12 +133,18 @@ class _Sinker:
             if r is not None and r.inputs[0].shape == src_shape:
                 new_ins.append(rw.get(r.inputs[0]))
                 continue
+            b = self._broadcast_before_reshape(v, src_shape, n.outputs[0].shape)
+            if b is not None:
+                new_ins.append(b)
+                continue
             s = rw.splat(v)
             if s is None:
                 return False
             new_ins.append(s)
         args = []
         for v, x in zip(n.inputs, new_ins):
+            if callable(x):
+                x = x()
             if isinstance(x, Value):
                 args.append(x)
             else:
@@ -146,6 +153,29 @@ class _Sinker:
         inner = rw.add(n.op, *args, name=n.name, hint=n.outputs[0].name, **n.attrs)
         rw.add("reshape", inner, name=n.name, out=n.outputs[0], shape=n.outputs[0].shape)
         return True
+
+    def _broadcast_before_reshape(self, v: Value, src_shape, dst_shape):
+        """A thunk making `v` as it is before a reshape from `src_shape` to `dst_shape`, or None.
+
+        A single-use constant is reshaped; a broadcast only along trailing dims the
+        reshape leaves alone (a bias over a GEMM's columns, while the reshape merges or
+        splits the rows) is re-aimed."""
+        rw = self.rw
+        v = rw.get(v)
+        if v in rw.constants and self.uses.get(v, 0) == 1:
+            return lambda: rw.constant(rw.constants[v].reshape(src_shape), f"{v.name}.r", v.dtype)
+        p = rw.made.get(v)
+        if p is None or p.op != "broadcast_in_dim":
+            return None
+        dims = tuple(p.attrs["broadcast_dimensions"])
+        k = len(dims)
+        if not k or dims != tuple(range(len(dst_shape) - k, len(dst_shape))) or k > len(src_shape) \
+                or tuple(src_shape[len(src_shape) - k:]) != tuple(dst_shape[len(dst_shape) - k:]):
+            return None
+        src = rw.get(p.inputs[0])
+        new_dims = tuple(range(len(src_shape) - k, len(src_shape)))
+        return lambda: rw.add("broadcast_in_dim", src, name=p.name, shape=tuple(src_shape),
+                                   broadcast_dimensions=new_dims)
 
     # -- dots
     def _fold_into_dot(self, n: Node) -> bool:

@@ -59,7 +59,7 @@ def test_compile_explain_shows_each_kernels_fusion(model_path, tmp_path):
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip().startswith("fusion"))
-    assert "Gemm_6" in "".join(lines[start:]) and "compute in a gemm/conv prologue" in "".join(lines[start:])
+    assert "Gemm_6" in "".join(lines[start:]) and "operand prologue takes only index math" in "".join(lines[start:])
 
 
 def test_run_with_inputs_matches_onnxruntime(engine_path, model_path, tmp_path):

@@ -227,6 +227,38 @@ def test_layernorm_feeding_gemms_is_recomputed_in_their_prologues():
     assert all(not any(v.shape == x.shape and v is not x for v in r.inputs) for r in regions)  # no normalized tensor
 
 
+def test_two_layernorms_of_one_tensor_are_each_recomputed_in_their_gemms():
+    """GPT-NeoX's parallel block: attention and MLP each normalize x; after CSE the two norms share their
+    statistics and normalized value, and each projection still takes its whole norm as prologue."""
+    from aotc.hlo_passes import cse
+    from tests.helpers.norms import layer_norm, matmul
+    b = GraphBuilder()
+    x = b.input("x", (2, 5, 16))
+    outs = [matmul(b, layer_norm(b, x, b.input(f"g{i}", (16,)), b.input(f"b{i}", (16,))), b.input(f"w{i}", (16, 8)))
+            for i in range(2)]
+    g = cse.run(b.build(outs))
+    assert sum(n.op == "reduce" for n in g.nodes) == 2            # the statistics are shared
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["dot", "dot"]
+    assert all(sum(n.op == "reduce" for n in r.nodes) == 2 for r in regions)
+    assert all(r.inputs and not any(v.shape == x.shape and v is not x for v in r.inputs) for r in regions)
+
+
+def test_a_shared_norm_with_a_non_gemm_user_stays_a_row_kernel():
+    from aotc.hlo_passes import cse
+    from tests.helpers.norms import layer_norm, matmul
+    b = GraphBuilder()
+    x = b.input("x", (6, 16))
+    y1 = layer_norm(b, x, b.input("g1", (16,)), b.input("b1", (16,)))
+    y2 = layer_norm(b, x, b.input("g2", (16,)), b.input("b2", (16,)))
+    g = cse.run(b.build([matmul(b, y1, b.input("w", (16, 8))), b.add("tanh", y2)]))
+    regions = partition(g)
+    check_partition(g, regions)
+    assert "row" in kinds(regions)
+    assert not any(n.op == "reduce" for r in regions if r.kind == "dot" for n in r.nodes)
+
+
 @pytest.mark.parametrize("case,why", [("residual", "also feeds add"), ("sum", "read 4 row tensors"),
                                       ("batched", "also feeds reshape")])
 def test_layernorm_stays_a_row_kernel_when_it_must(case, why):

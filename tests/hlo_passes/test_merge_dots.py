@@ -64,3 +64,27 @@ def test_activation_weights_are_not_merged():
     d2 = b.add("dot_general", x, w2, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
     g = b.build([b.add("add", d1, d2)])
     assert merge_dots.run(g).count("dot_general") == 2
+
+
+def test_biased_and_bias_free_siblings_merge_in_two_groups():
+    """GPT-J: Q, K, V without bias and the MLP's fc_in with one all read ln_1's result."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (2, 5, 8))
+    outs = []
+    for i, (n, bias) in enumerate([(8, False), (8, False), (8, False), (12, True), (6, True)]):
+        d = b.add("dot_general", x, b.constant(random_array(rng, (8, n)), f"w{i}"), lhs_batch=(), rhs_batch=(),
+                  lhs_contract=(2,), rhs_contract=(0,))
+        if bias:
+            d = b.add("add", d, b.add("broadcast_in_dim", b.constant(random_array(rng, (n,)), f"b{i}"), shape=d.shape,
+                                      broadcast_dimensions=(2,)))
+        outs.append(b.add("tanh", d))
+    g = b.build(outs)
+    out = merge_dots.run(g)
+    verify(out)
+    assert out.count("dot_general") == 2 and out.count("slice") == 5 and out.count("add") == 1
+    widths = sorted(n.outputs[0].shape[-1] for n in out.nodes if n.op == "dot_general")
+    assert widths == [18, 24]
+    xv = random_array(rng, (2, 5, 8))
+    for a, b_ in zip(interpret(g, [xv]), interpret(out, [xv])):
+        np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-6, err_msg=f"seed {seed}")

@@ -11,7 +11,7 @@ from aotc.ir.graph import GraphBuilder, Node, TensorType, Value
 
 from ._graphs import assert_same_results, assert_unchanged, counts, shape_chain, snapshot
 
-SIMPLIFY = ["constant-folding", "algsimp", "transpose-sink", "bn-fold", "cse", "dce"]
+SIMPLIFY = ["constant-folding", "algsimp", "dot-views", "transpose-sink", "bn-fold", "cse", "dce"]
 
 
 def fold_pipeline() -> Pipeline:

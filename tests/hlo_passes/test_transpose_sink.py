@@ -87,3 +87,30 @@ def test_must_not_fire():
     out2 = dce.run(cse.run(algsimp.run(out)))
     assert counts(out2) == counts(g)
     assert_same_fresh(g, out, rtol=0)
+
+
+def test_reshape_sinks_past_a_bias_broadcast_along_kept_trailing_dims():
+    rng, _ = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (2, 7, 40))
+    bias = b.input("bias", (40,))                # an input: stays a broadcast, never folded
+    y = b.add("add", b.add("reshape", x, shape=(14, 40)),
+              b.add("broadcast_in_dim", bias, shape=(14, 40), broadcast_dimensions=(1,)))
+    g = b.build([b.add("reshape", b.add("tanh", y), shape=(2, 7, 40))])
+    out, _ = SIMPLIFY.run(g)
+    assert "reshape" not in counts(out), counts(out)
+    bc = next(n for n in out.nodes if n.op == "broadcast_in_dim")
+    assert bc.outputs[0].shape == (2, 7, 40) and bc.attrs["broadcast_dimensions"] == (2,)
+    assert_same_fresh(g, out, rtol=0)
+
+
+def test_reshape_does_not_sink_past_a_broadcast_over_the_rows_it_merges():
+    b = GraphBuilder()
+    x = b.input("x", (2, 7, 40))
+    col = b.input("col", (14,))                  # broadcast along the merged rows: no unviewed form
+    y = b.add("add", b.add("reshape", x, shape=(14, 40)),
+              b.add("broadcast_in_dim", col, shape=(14, 40), broadcast_dimensions=(0,)))
+    g = b.build([b.add("reshape", y, shape=(2, 7, 40))])
+    out, _ = SIMPLIFY.run(g)
+    assert counts(out)["reshape"] == 2
+    assert_same_fresh(g, out, rtol=0)

@@ -364,6 +364,22 @@ def test_gemm_with_norm_prologue(norm, rows, k, n, precision):
     assert "aotc_rs[" in kernels[0].source
 
 
+def test_two_gemms_recompute_the_norm_they_share():
+    """Two LayerNorms of one tensor, merged by CSE up to their affine parts: each GEMM's pre-pass runs the
+    shared statistics, its loads its own gain and bias."""
+    from aotc.hlo_passes import cse
+    from tests.helpers.norms import layer_norm, matmul
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (70, 50))
+    outs = [matmul(b, layer_norm(b, x, b.input(f"g{i}", (50,)), b.input(f"b{i}", (50,))), b.input(f"w{i}", (50, 33)))
+            for i in range(2)]
+    graph = cse.run(b.build(outs))
+    ins = [random_array(rng, (70, 50), low=-3, high=5)] + [random_array(rng, s) for s in [(50,), (50,), (50, 33)] * 2]
+    kernels = check(graph, ins, seed, rtol=2e-4, atol=2e-4, kinds=["dot", "dot"])
+    assert all("aotc_rs[" in k.source for k in kernels)
+
+
 def test_f16_gemm_with_norm_prologue():
     """The tensor-core kernel takes the pre-pass too; the norm computes in f32 from f16 storage."""
     from tests.helpers.norms import matmul, rms_norm

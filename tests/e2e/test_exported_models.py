@@ -1,0 +1,120 @@
+"""Models as torch.onnx.export and onnxruntime's optimizer write them: engine on the cpu device vs onnxruntime.
+
+The graphs come from `transformers` configs with random weights (aotc.bench.models.exported),
+exported by the TorchScript exporter, the dynamo exporter and ORT's transformer optimizer.
+Besides the numbers, the kernel counts hold: at most 5 kernels per transformer layer on the
+GPT-2, ViT and LLaMA forms, whatever layout clutter the exporter wrote.
+"""
+import re
+
+import numpy as np
+import pytest
+
+import aotc.compiler
+from aotc.package.runtime_binding import Engine
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("onnxscript")
+ort = pytest.importorskip("onnxruntime")
+
+from aotc.bench.models.exported import ARCHS, FORMS, exported  # noqa: E402
+
+FAST = {("gpt2", "torchscript"), ("llama", "dynamo")}
+
+
+def _cases(archs=tuple(ARCHS)):
+    return [pytest.param(a, f, marks=() if (a, f) in FAST else pytest.mark.slow, id=f"{a}-{f}")
+            for a in archs for f in FORMS]
+
+
+def rel_error(got, want):
+    """max |got - want| / max |want|: relative to the output's scale."""
+    return float(np.max(np.abs(got.astype(np.float64) - want)) / max(np.max(np.abs(want)), 1e-30))
+
+
+@pytest.mark.parametrize("arch,form", _cases())
+def test_exported_model_matches_onnxruntime(arch, form, tmp_path):
+    model, feeds = exported(arch, form)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    path = tmp_path / f"{arch}-{form}.engine"
+    aotc.compiler.compile(model, path, arch="none")          # the host build alone: the cpu device runs it
+    engine = Engine(str(path))
+    outs = engine.create_context(device="cpu").run(feeds)
+    for spec, w in zip(engine.outputs, want):
+        got = outs[spec.name]
+        assert got.shape == w.shape and np.isfinite(got).all()
+        assert rel_error(got, w) <= 1e-4, f"{arch}/{form}/{spec.name}: rel error {rel_error(got, w):.2e}"
+
+
+# kernels outside the layers: GPT-2 the embedding sum, the last residual + final LayerNorm (a norm
+# over a sum of two tensors stays a row kernel) and the LM head; ViT the patch conv, the class
+# token + position add, the final residual + norm and the classifier; LLaMA the last residual +
+# final RMSNorm and the LM head
+OUTSIDE_LAYERS = {"gpt2": 3, "vit": 4, "llama": 2}
+PER_LAYER = 5
+
+
+def _layers(arch) -> int:
+    config, _ = ARCHS[arch]["small"]
+    return config.get("n_layer") or config["num_hidden_layers"]
+
+
+@pytest.mark.parametrize("arch,form", _cases(tuple(OUTSIDE_LAYERS)))
+def test_exported_transformer_layers_take_at_most_five_kernels(arch, form):
+    model, _ = exported(arch, form)
+    result = aotc.compiler.compile_model(model, arch="none", host=False)
+    launched = len(result.plan.launches)
+    assert launched <= PER_LAYER * _layers(arch) + OUTSIDE_LAYERS[arch], \
+        [f"{r.kind}: {r.anchor.name if r.anchor is not None else r.root.name}" for r in result.regions]
+
+
+def test_gpt2_gemm_views_do_not_keep_layernorms_in_their_own_kernels():
+    """torch.onnx.export writes GPT-2's Conv1D as a Gemm on a (B*S, D) view: without dot-views every
+    LayerNorm before a projection stays its own row kernel (2 per layer)."""
+    model, _ = exported("gpt2", "torchscript")
+    viewed = aotc.compiler.compile_model(model, arch="none", host=False, disabled=("dot-views",))
+    seen = aotc.compiler.compile_model(model, arch="none", host=False)
+    def layer_norm_rows(result):         # row kernels of the LayerNorms inside the blocks (h.0/ln_1, ...)
+        return [r.root.name for r in result.regions if r.kind == "row" and "/h." in r.root.name]
+
+    assert len(layer_norm_rows(viewed)) == 2 * _layers("gpt2")
+    assert layer_norm_rows(seen) == []
+    assert len(seen.plan.launches) == len(viewed.plan.launches) - (2 * _layers("gpt2") - 1)
+
+
+@pytest.mark.parametrize("disabled", [(), ("dot-views",)], ids=["default", "no-dot-views"])
+def test_explain_never_places_a_node_in_a_prologue_it_is_not_computed_in(disabled):
+    """--explain: a node listed as computed in a GEMM/conv prologue is in that region and in no kernel of
+    its own; and no bail-out reason says a node goes to a prologue."""
+    from aotc.fusion.regions import explain, prologue_of
+    model, _ = exported("gpt2", "torchscript")
+    result = aotc.compiler.compile_model(model, arch="none", host=False, disabled=disabled)
+    roots = {r.root for r in result.regions}
+    listed = 0
+    for r in result.regions:
+        e = explain(r)
+        for n in prologue_of(r):
+            assert n in r.nodes and not any(v in roots for v in n.outputs), (e, n.name)
+            listed += 1
+        for why in e["why_not_larger"]:
+            assert not re.search(r"(compute|computed) in a \w+(/\w+)? prologue", why), why
+    assert listed > 0          # the LayerNorms in the projections' prologues are listed
+
+
+@pytest.mark.parametrize("arch,form", [pytest.param("gpt2", "torchscript", id="gpt2-torchscript"),
+                                       pytest.param("llama", "dynamo", id="llama-dynamo", marks=pytest.mark.slow),
+                                       pytest.param("vit", "ortopt", id="vit-ortopt", marks=pytest.mark.slow)])
+def test_dynamic_axes_export_compiles_like_the_static_one(arch, form, tmp_path):
+    """Exported with symbolic batch and sequence dims (the int64 Shape/Gather/Concat arithmetic stays in
+    the graph), compiled at the feeds' shapes: the same kernels as the static export, the same numbers."""
+    model, feeds = exported(arch, form, dynamic=True)
+    static, _ = exported(arch, form)
+    shapes = {k: v.shape for k, v in feeds.items()}
+    path = tmp_path / "dyn.engine"
+    result = aotc.compiler.compile(model, path, arch="none", input_shapes=shapes)
+    assert len(result.plan.launches) == len(aotc.compiler.compile_model(static, arch="none", host=False).plan.launches)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    engine = Engine(str(path))
+    got = engine.create_context(device="cpu").run(feeds)[engine.outputs[0].name]
+    assert got.shape == want.shape and rel_error(got, want) <= 1e-4
