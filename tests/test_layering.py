@@ -30,7 +30,7 @@ PLACES = {
     "aotc.bench": "top", "aotc.debug": "top", "aotc.cli": "top", "cli": "top", "aotc": "top",
 }
 # what loading an engine may pull in: no importer, pass, fusion or codegen (serving code imports aotc.Engine)
-RUNTIME = ("aotc.package.runtime_binding", "aotc.package.engine_format", "aotc.package.plan",
+RUNTIME = ("aotc.package.runtime_binding", "aotc.package.c_build", "aotc.package.engine_format", "aotc.package.plan",
            "aotc.package.inspect")
 RUNTIME_MAY_REACH = ("aotc.errors", "aotc.ir", "aotc.__version__", "aotc.kernels.resources") + RUNTIME
 OURS = ("aotc", "cli")

@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import ctypes
 import glob
-import hashlib
 import os
-import subprocess
 import threading
 
 import numpy as np
 
 from aotc.errors import EngineFormatError, InputError, RuntimeFailure
+from aotc.package.c_build import build_cached
 from aotc.package.plan import DTYPE_CODES, TensorSpec
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,38 +56,9 @@ class _TensorInfo(ctypes.Structure):
                 ("dims", ctypes.c_uint64 * _MAX_RANK), ("byte_size", ctypes.c_uint64)]
 
 
-def cache_dir() -> str:
-    base = os.environ.get("AOTC_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "aotc")
-    return base
-
-
 def _build_cached() -> str:
     """Compile the runtime with cc into the cache directory (once per source hash)."""
-    paths = [os.path.join(_SRC, f) for f in _SOURCES + _HEADERS]
-    h = hashlib.sha256()
-    for p in paths:
-        with open(p, "rb") as f:
-            h.update(f.read())
-    cc = os.environ.get("CC", "cc")
-    h.update(cc.encode())
-    out_dir = os.path.join(cache_dir(), f"runtime-{h.hexdigest()[:16]}")
-    lib = os.path.join(out_dir, "libaotc_runtime.so")
-    if os.path.exists(lib):
-        return lib
-    os.makedirs(out_dir, exist_ok=True)
-    tmp = os.path.join(out_dir, f".build-{os.getpid()}-{threading.get_ident()}.so")
-    cmd = [cc, "-std=c99", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-           *[os.path.join(_SRC, f) for f in _SOURCES], "-o", tmp, "-ldl", "-lpthread"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-    except OSError as e:
-        raise RuntimeFailure(f"aotc runtime library not built and cannot run '{cc}': {e}") from None
-    if proc.returncode != 0:
-        raise RuntimeFailure(f"building the aotc runtime with '{cc}' failed (exit {proc.returncode})",
-                             log=proc.stdout + proc.stderr)
-    os.replace(tmp, lib)
-    return lib
+    return build_cached("aotc runtime library", _SRC, _SOURCES, _HEADERS, "aotc_runtime")
 
 
 def library_path() -> str:

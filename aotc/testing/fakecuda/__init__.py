@@ -25,45 +25,16 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
-import subprocess
-import threading
 
-from aotc.errors import RuntimeFailure
+from aotc.package.c_build import build_cached, cache_dir
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = ["fakecuda_core.c", "fakecuda_exec.c", "fakecuda_module.c", "fakecuda_image.c", "fakecuda_queue.c"]
 _HEADERS = ["fakecuda.h", "fakecuda_state.h"]
 
 
-def _cache_dir() -> str:
-    from aotc.package.runtime_binding import cache_dir
-    return cache_dir()
-
-
 def _build_cached() -> str:
-    h = hashlib.sha256()
-    for f in _SOURCES + _HEADERS:
-        with open(os.path.join(_HERE, f), "rb") as src:
-            h.update(src.read())
-    cc = os.environ.get("CC", "cc")
-    h.update(cc.encode())
-    out_dir = os.path.join(_cache_dir(), f"fakecuda-{h.hexdigest()[:16]}")
-    lib = os.path.join(out_dir, "libfakecuda.so")
-    if os.path.exists(lib):
-        return lib
-    os.makedirs(out_dir, exist_ok=True)
-    tmp = os.path.join(out_dir, f".build-{os.getpid()}-{threading.get_ident()}.so")
-    cmd = [cc, "-std=c99", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-           *[os.path.join(_HERE, f) for f in _SOURCES], "-o", tmp, "-ldl", "-lpthread"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-    except OSError as e:
-        raise RuntimeFailure(f"stand-in CUDA driver not built and cannot run '{cc}': {e}") from None
-    if proc.returncode != 0:
-        raise RuntimeFailure(f"building the stand-in CUDA driver with '{cc}' failed "
-                             f"(exit {proc.returncode})", log=proc.stdout + proc.stderr)
-    os.replace(tmp, lib)
-    return lib
+    return build_cached("stand-in CUDA driver", _HERE, _SOURCES, _HEADERS, "fakecuda")
 
 
 def library_path() -> str:
@@ -81,7 +52,7 @@ def library_path() -> str:
 def libcuda_dir() -> str:
     """A directory holding the stand-in as `libcuda.so.1`, for LD_LIBRARY_PATH (cuda-bindings)."""
     lib = library_path()
-    d = os.path.join(_cache_dir(), "fakecuda-libdir-" + hashlib.sha256(lib.encode()).hexdigest()[:12])
+    d = os.path.join(cache_dir(), "fakecuda-libdir-" + hashlib.sha256(lib.encode()).hexdigest()[:12])
     os.makedirs(d, exist_ok=True)
     link = os.path.join(d, "libcuda.so.1")
     if os.path.realpath(link) != os.path.realpath(lib):
