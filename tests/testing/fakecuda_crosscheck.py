@@ -25,14 +25,16 @@ def _same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=False) for k in a)
 
 
-def check(engine_path: str, feeds: dict, feeds2: dict, fake) -> dict:
+def check(engine_path: str, feeds: dict, feeds2: dict, fake, light: bool = False) -> dict:
+    """`light` (full-size models): one run per step and two threads, the same checks."""
+    repeats, workers = (1, 2) if light else (3, 4)
     engine = Engine(engine_path)
     cpu = engine.create_context("cpu")
     want, want2 = cpu.run(feeds), cpu.run(feeds2)
     out = {"graph_launches": -fake.aotcFakeCudaCounter(b"graph_launches")}
     for graphs in (False, True):
         ctx = engine.create_context("cuda", use_cuda_graph=graphs)
-        ok = [_same(ctx.run(feeds), want) for _ in range(3)]
+        ok = [_same(ctx.run(feeds), want) for _ in range(repeats)]
         ok.append(_same(ctx.run(feeds2), want2))  # same buffers, new values: a replay must see them
         ok.append(_same(ctx.run(feeds), want))
         out["graphs" if graphs else "plain"] = all(ok)
@@ -42,16 +44,16 @@ def check(engine_path: str, feeds: dict, feeds2: dict, fake) -> dict:
 
     def worker(i):
         ctx = engine.create_context("cuda", use_cuda_graph=i % 2 == 0)
-        for j in range(3):
+        for j in range(repeats):
             f, w = (feeds, want) if (i + j) % 2 == 0 else (feeds2, want2)
             results.append(_same(ctx.run(f), w))
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(workers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    out["threads"] = len(results) == 12 and all(results)
+    out["threads"] = len(results) == repeats * workers and all(results)
     out["graph_launches"] += fake.aotcFakeCudaCounter(b"graph_launches")
     del engine, cpu
     gc.collect()
@@ -68,7 +70,7 @@ def main(spec_path: str) -> int:
     for s in specs:
         feeds, feeds2 = dict(np.load(s["feeds"])), dict(np.load(s["feeds2"]))
         try:
-            res = check(s["engine"], feeds, feeds2, fake)
+            res = check(s["engine"], feeds, feeds2, fake, s.get("light", False))
         except Exception as e:  # noqa: BLE001 - reported per engine to the parent test
             res = {"error": f"{type(e).__name__}: {e}"}
         print(json.dumps({"name": s["name"], **res}), flush=True)

@@ -41,7 +41,7 @@ def _second_feeds(feeds: dict, rng) -> dict:
     return out
 
 
-def _crosscheck(builders: dict, tmp_path: Path, **env) -> dict:
+def _crosscheck(builders: dict, tmp_path: Path, light: bool = False, **env) -> dict:
     rng, seed = fresh_rng()
     specs = []
     for name, build in builders.items():
@@ -55,7 +55,7 @@ def _crosscheck(builders: dict, tmp_path: Path, **env) -> dict:
         np.savez(tmp_path / f"{name}.npz", **feeds)
         np.savez(tmp_path / f"{name}.2.npz", **_second_feeds(feeds, rng))
         specs.append({"name": name, "engine": str(path), "feeds": str(tmp_path / f"{name}.npz"),
-                      "feeds2": str(tmp_path / f"{name}.2.npz")})
+                      "feeds2": str(tmp_path / f"{name}.2.npz"), "light": light})
     (tmp_path / "specs.json").write_text(json.dumps(specs))
     proc = subprocess.run([sys.executable, "-m", "tests.testing.fakecuda_crosscheck", str(tmp_path / "specs.json")],
                           cwd=ROOT, env=_fake_env(**env), capture_output=True, text=True, timeout=1800)
@@ -91,6 +91,14 @@ def test_larger_e2e_and_zoo_models_match_the_cpu_device_bit_for_bit(tmp_path, or
     from aotc.bench.models.zoo import ZOO_MODELS
     _assert_bit_exact(_crosscheck({"resnet_bottleneck": resnet_bottleneck, "bert_encoder": bert_encoder,
                                    **ZOO_MODELS}, tmp_path, AOTC_FAKECUDA_ORDER=order))
+
+
+@pytest.mark.slow
+def test_real_size_models_match_the_cpu_device_bit_for_bit(tmp_path):
+    """ResNet-50, MobileNetV2, BERT-base, GPT-2 small, ViT-B/16: the cuda path under the stand-in, graphs
+    off and on, two contexts on two threads, equal to the cpu device bit for bit."""
+    from aotc.bench.models.real import REAL_MODELS
+    _assert_bit_exact(_crosscheck(REAL_MODELS, tmp_path, light=True))
 
 
 def _aotc(*args, env=None):
