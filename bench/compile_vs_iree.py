@@ -107,14 +107,15 @@ def compare(onnx_path, tools, work) -> dict:
 
 
 def format_row(name: str, r: dict) -> str:
-    speedup = r["iree"] / r["aotc"] if r["aotc"] > 0 else float("nan")
+    def over(a):
+        return r["iree"] / r[a] if r[a] > 0 else float("nan")
     line = (f"{name:<13} {r['aotc']:>7.1f} {r['aotc sm_80']:>10.1f} {r['iree import']:>12.1f} "
-            f"{r['iree compile']:>13.1f} {r['iree']:>7.1f} {speedup:>11.2f}")
+            f"{r['iree compile']:>13.1f} {r['iree']:>7.1f} {over('aotc'):>11.2f} {over('aotc sm_80'):>11.2f}")
     return line + "".join(f"\n    {k} failed: {v}" for k, v in r["errors"].items())
 
 
 HEADER = (f"{'model':<13} {'aotc s':>7} {'aotc sm_80':>10} {'iree import':>12} {'iree compile':>13} "
-          f"{'iree s':>7} {'iree / aotc':>11}")
+          f"{'iree s':>7} {'iree / aotc':>11} {'iree / sm_80':>11}")
 
 
 def main(names=None, venv=None) -> None:
@@ -128,7 +129,9 @@ def main(names=None, venv=None) -> None:
         raise IreeMissing(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(REAL_MODELS)}")
     version = subprocess.run([str(tools["iree-compile"]), "--version"], capture_output=True, text=True)
     said = [l.strip() for l in (version.stdout + version.stderr).splitlines() if "version" in l.lower()]
-    print(f"IREE: {said[0] if said else '?'}; cpus: {os.cpu_count()}; wall seconds, one process each, cold caches")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"IREE: {said[0] if said else '?'}; cpus: {os.cpu_count()}, load average {load}; "
+          "wall seconds, one process each, cold caches")
     print(HEADER)
     with tempfile.TemporaryDirectory() as work:
         for name in names:

@@ -51,7 +51,7 @@ def test_compare_times_both_compilers_on_one_file(tmp_path):
     args = (tmp_path / "compile.args").read_text().split()
     assert "--iree-cuda-target=sm_80" in args
     row = cvi.format_row("mlp", r)
-    assert row.split()[0] == "mlp" and len(row.split()) == 7
+    assert row.split()[0] == "mlp" and len(row.split()) == 8
 
 
 def test_a_failing_iree_compile_is_reported_not_timed(tmp_path):
