@@ -14,7 +14,7 @@ bytes, the outputs) plus what the kernel moves on top of that:
 The floor of a model's fusion plan is the sum of its kernels' compulsory
 traffic: each boundary tensor (a value crossing between kernels, a graph
 input, output or weight) written once and read once per consuming kernel, a
-partial reader charged only the bytes it needs. The targets (issue-level):
+partial reader charged only the bytes it needs. The targets:
 modelled <= 1.05x that floor per model, and <= 1.1x per kernel, where a
 kernel above its bound names why. A conv's halo re-reads and a GEMM's
 operand re-reads across tiles hit L2 and are in neither side.
