@@ -18,6 +18,13 @@ NVRTC and host builds (counts and bytes are the same; the time is passes + fusio
 codegen only); --small uses the 2-layer test configs.
 
     python -m bench.fusion_report --exported [--fast] [--small] [arch ...]
+
+Both views print the bytes target (aotc/bench/byte_floor.py): modelled bytes (the
+kernels' own, plus split-K partials written and read back and norm-prologue
+re-reads) against the floor of the model's own fusion plan (each boundary tensor
+written once and read once per consuming kernel), target <= 1.05x, and each kernel
+above 1.1x of its compulsory traffic with the reason (--all-kernels: every one,
+not the worst five). --fast works in the builder view too (no warm compiles then).
 """
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ def minimum_bytes(plan) -> int:
 
 
 H200_SMS = 132
+SPLIT = "split-K partials"           # byte_floor's name for that excess
 
 
 def underfilled(plan) -> tuple[int, int]:
@@ -47,38 +55,62 @@ def underfilled(plan) -> tuple[int, int]:
     return len(few), len(heavy)
 
 
-def main(names) -> None:
+def main(names, fast: bool = False, all_kernels: bool = False) -> None:
     import aotc.compiler
-    rows = []
+    from aotc.bench.byte_floor import plan_traffic
+    rows, over = [], []
+    opts = dict(arch="none", host=False) if fast else {}
     with tempfile.TemporaryDirectory() as cache:
         os.environ["AOTC_CACHE_DIR"] = cache          # cold compile first, then warm
         for name in names:
             model, _ = REAL_MODELS[name]()
             t0 = time.perf_counter()
-            cold = aotc.compiler.compile_model(model)
+            cold = aotc.compiler.compile_model(model, **opts)
             t_cold = time.perf_counter() - t0
             warm = []
-            for _ in range(3):                 # this machine is shared: the median of three
+            for _ in range(0 if fast else 3):         # this machine is shared: the median of three
                 t0 = time.perf_counter()
                 aotc.compiler.compile_model(model)
                 warm.append(time.perf_counter() - t0)
-            t_warm = sorted(warm)[1]
+            t_warm = sorted(warm)[1] if warm else float("nan")
             plan = cold.plan
             moved = sum(l.bytes for l in plan.launches)
             few, heavy = underfilled(plan)
             split = [k for k in cold.kernels if k.splits > 1]
             partials = sum(k.workspace for k in split) / 2**20
+            traffic = plan_traffic(cold.kernels, cold.graph_optimized.constants)
+            over.append((name, traffic))
             rows.append((name, len(model.graph.node), len(plan.launches), len(plan.kernels),
-                         moved / 2**20, minimum_bytes(plan) / 2**20, moved / minimum_bytes(plan), t_cold, t_warm,
-                         f"{few}/{heavy}", f"{len(split)}/{partials:.1f}", cold.stage_seconds))
+                         moved / 2**20, minimum_bytes(plan) / 2**20, moved / minimum_bytes(plan),
+                         traffic, t_cold, t_warm, f"{few}/{heavy}", f"{len(split)}/{partials:.1f}",
+                         cold.stage_seconds))
     print(f"{'model':<13} {'onnx':>5} {'kernels':>7} {'distinct':>8} {'moved MiB':>10} {'min MiB':>8} "
-          f"{'ratio':>6} {'cold s':>7} {'warm s':>7} {'<1/2 wave':>9} {'split/MiB':>9}  stages (cold)")
-    for name, nodes, launches, distinct, moved, least, ratio, tc, tw, waves, split, stages in rows:
+          f"{'ratio':>6} {'model MiB':>10} {'floor MiB':>10} {'x floor':>7} {'no split':>8} {'>1.1x':>5} "
+          f"{'cold s' + (' (fast)' if fast else ''):>13} {'warm s':>7} {'<1/2 wave':>9} {'split/MiB':>9}"
+          "  stages (cold)")
+    for name, nodes, launches, distinct, moved, least, ratio, traffic, tc, tw, waves, split, stages in rows:
         st = " ".join(f"{k}={v:.1f}" for k, v in stages.items())
         print(f"{name:<13} {nodes:>5} {launches:>7} {distinct:>8} {moved:>10.1f} {least:>8.1f} {ratio:>6.2f} "
-              f"{tc:>7.1f} {tw:>7.1f} {waves:>9} {split:>9}  {st}")
+              f"{traffic.modelled / 2**20:>10.1f} {traffic.floor / 2**20:>10.1f} {traffic.ratio:>7.3f} "
+              f"{traffic.ratio_without(SPLIT):>8.3f} {len(traffic.over()):>5} {tc:>13.1f} {tw:>7.1f} {waves:>9} {split:>9}  {st}")
     print(f"<1/2 wave: GEMM/conv launches with fewer thread blocks than half the H200's {H200_SMS} SMs / all;"
-          " split/MiB: split-K launches / their f32 partials (L2-resident, not in 'moved')")
+          " split/MiB: split-K launches / their f32 partials (L2-resident, not in 'moved');"
+          " no split: x floor without the split-K partials")
+    _print_bytes_target(over, all_kernels)
+
+
+def _print_bytes_target(per_model, all_kernels: bool) -> None:
+    """The kernels above their own bound, per model, with the reasons (aotc/bench/byte_floor.py)."""
+    from aotc.bench.byte_floor import KERNEL_BOUND, MODEL_BOUND, format_kernels, reasons_count
+    print(f"bytes target: model MiB (modelled: 'moved' + split-K partials written and read + norm-prologue "
+          f"re-reads) <= {MODEL_BOUND}x floor MiB (each boundary tensor written once, read once per consuming "
+          f"kernel); every kernel <= {KERNEL_BOUND}x its compulsory traffic. Kernels above, worst first:")
+    for name, traffic in per_model:
+        verdict = "meets" if traffic.ratio <= MODEL_BOUND else "MISSES"
+        print(f"  {name}: {traffic.ratio:.3f}x floor ({verdict} {MODEL_BOUND}x); "
+              f"{len(traffic.over())}/{len(traffic.kernels)} kernels above {KERNEL_BOUND}x: {reasons_count(traffic)}")
+        for line in format_kernels(traffic, limit=0 if all_kernels else 5):
+            print(line)
 
 
 def _builders(size: str) -> dict:
@@ -115,7 +147,8 @@ def _layers(config) -> int:
 
 
 def _measure(model, fast: bool):
-    """(kernels, distinct, modelled MiB moved, cold compile seconds) with a fresh kernel cache."""
+    """(kernels, distinct, modelled MiB moved, cold compile seconds, byte_floor.PlanTraffic), fresh kernel cache."""
+    from aotc.bench.byte_floor import plan_traffic
     import aotc.compiler
     with tempfile.TemporaryDirectory() as cache:
         old = os.environ.get("AOTC_CACHE_DIR")
@@ -130,14 +163,17 @@ def _measure(model, fast: bool):
             else:
                 os.environ["AOTC_CACHE_DIR"] = old
     plan = r.plan
-    return len(plan.launches), len(plan.kernels), sum(l.bytes for l in plan.launches) / 2**20, seconds
+    traffic = plan_traffic(r.kernels, r.graph_optimized.constants)
+    return len(plan.launches), len(plan.kernels), sum(l.bytes for l in plan.launches) / 2**20, seconds, traffic
 
 
-def main_exported(archs, fast: bool, size: str) -> None:
+def main_exported(archs, fast: bool, size: str, all_kernels: bool = False) -> None:
     """Builder vs exporter forms, side by side per architecture."""
     from aotc.bench.models.exported import ARCHS, FORMS, exported
     builders = _builders(size)
+    per_model = []
     print(f"{'arch':<6} {'form':<12} {'kernels':>7} {'/layer':>6} {'distinct':>8} {'moved MiB':>10} "
+          f"{'model MiB':>10} {'floor MiB':>10} {'x floor':>7} {'no split':>8} {'>1.1x':>5} "
           f"{'cold s' + (' (fast)' if fast else ''):>13}")
     for arch in archs:
         config, _ = ARCHS[arch][size]
@@ -150,16 +186,22 @@ def main_exported(archs, fast: bool, size: str) -> None:
             if model is None:
                 print(f"{arch:<6} {form:<12} {'-':>7}  (no builder of this architecture and size)")
                 continue
-            kernels, distinct, moved, seconds = _measure(model, fast)
+            kernels, distinct, moved, seconds, traffic = _measure(model, fast)
+            per_model.append((f"{arch} {form}", traffic))
             print(f"{arch:<6} {form:<12} {kernels:>7} {kernels / layers:>6.2f} {distinct:>8} {moved:>10.1f} "
-                  f"{seconds:>13.1f}", flush=True)
+                  f"{traffic.modelled / 2**20:>10.1f} {traffic.floor / 2**20:>10.1f} {traffic.ratio:>7.3f} "
+                  f"{traffic.ratio_without(SPLIT):>8.3f} {len(traffic.over()):>5} {seconds:>13.1f}", flush=True)
+    _print_bytes_target(per_model, all_kernels)
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if "--exported" in args:
+    if "--help" in args or "-h" in args:
+        print(__doc__)
+    elif "--exported" in args:
         rest = [a for a in args if not a.startswith("--")]
         main_exported(rest or ["gpt2", "bert", "vit", "llama", "t5"], "--fast" in args,
-                      "small" if "--small" in args else "real")
+                      "small" if "--small" in args else "real", "--all-kernels" in args)
     else:
-        main(args or list(REAL_MODELS))
+        rest = [a for a in args if not a.startswith("--")]
+        main(rest or list(REAL_MODELS), "--fast" in args, "--all-kernels" in args)

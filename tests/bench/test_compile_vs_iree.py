@@ -1,0 +1,66 @@
+"""bench.compile_vs_iree with stand-in IREE tools (shell scripts): the commands, the timing, the failures."""
+import stat
+
+import pytest
+
+from bench import compile_vs_iree as cvi
+from aotc.bench.models.small import mlp
+
+
+def _fake_venv(tmp_path, compile_body='touch "$5"'):
+    """A venv whose iree-import-onnx writes its -o file and whose iree-compile runs `compile_body`."""
+    bin_ = tmp_path / "venv" / "bin"
+    bin_.mkdir(parents=True)
+    scripts = {"iree-import-onnx": 'echo "$@" > "$3.args"; touch "$3"',
+               "iree-compile": f'echo "$@" > "$(dirname "$1")/compile.args"; {compile_body}'}
+    for name, body in scripts.items():
+        p = bin_ / name
+        p.write_text(f"#!/bin/sh\n{body}\n")
+        p.chmod(p.stat().st_mode | stat.S_IXUSR)
+    return tmp_path / "venv"
+
+
+def test_a_missing_venv_names_what_to_install(tmp_path, monkeypatch, capsys):
+    with pytest.raises(cvi.IreeMissing, match="iree-base-compiler==3.13"):
+        cvi.iree_tools(tmp_path)
+    assert cvi._cli(["--iree", str(tmp_path)]) == 2
+    assert "iree-import-onnx" in capsys.readouterr().err
+    monkeypatch.delenv("IREE_VENV", raising=False)
+    assert cvi._cli([]) == 2
+    assert capsys.readouterr().err.strip() == "error: no IREE venv: pass --iree PATH or set IREE_VENV"
+
+
+def test_iree_runs_import_then_a_cuda_sm80_compile(tmp_path):
+    tools = cvi.iree_tools(_fake_venv(tmp_path))
+    (imp, comp) = cvi.iree_commands(tools, tmp_path / "m.onnx", tmp_path)
+    assert imp[1:] == [str(tmp_path / "m.onnx"), "-o", str(tmp_path / "model.mlir")]
+    assert comp[1] == str(tmp_path / "model.mlir")
+    assert "--iree-hal-target-backends=cuda" in comp and "--iree-cuda-target=sm_80" in comp
+    assert comp[-2:] == ["-o", str(tmp_path / "model.vmfb")]
+
+
+@pytest.mark.slow        # two real aotc compiles (NVRTC and the host build): ~10 s
+def test_compare_times_both_compilers_on_one_file(tmp_path):
+    model, _ = mlp()
+    path = tmp_path / "mlp.onnx"
+    path.write_bytes(model.SerializeToString())
+    tools = cvi.iree_tools(_fake_venv(tmp_path))
+    r = cvi.compare(path, tools, tmp_path)
+    assert r["errors"] == {}
+    assert r["aotc"] > 0 and r["aotc sm_80"] > 0 and r["iree"] == pytest.approx(r["iree import"] + r["iree compile"])
+    args = (tmp_path / "compile.args").read_text().split()
+    assert "--iree-cuda-target=sm_80" in args
+    row = cvi.format_row("mlp", r)
+    assert row.split()[0] == "mlp" and len(row.split()) == 8
+
+
+def test_a_failing_iree_compile_is_reported_not_timed(tmp_path):
+    model, _ = mlp()
+    path = tmp_path / "mlp.onnx"
+    path.write_bytes(model.SerializeToString())
+    tools = cvi.iree_tools(_fake_venv(tmp_path, compile_body="echo 'error: no CUDA backend' >&2; exit 1"))
+    r, errors = cvi.iree_times(path, tools, tmp_path)
+    assert errors == {"iree": "error: no CUDA backend"}
+    assert r["iree"] != r["iree"] and r["iree import"] > 0        # NaN: no total for a failed compile
+    row = cvi.format_row("mlp", {"aotc": 1.0, "aotc sm_80": 0.5, **r, "errors": errors})
+    assert "iree failed: error: no CUDA backend" in row
