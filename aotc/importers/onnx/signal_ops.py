@@ -165,16 +165,20 @@ def mel_weight_matrix(num_mel_bins: int, dft_length: int, sample_rate: int, lowe
                       upper_hz: np.ndarray) -> np.ndarray:
     """[dft_length // 2 + 1, num_mel_bins] triangular filters, peak 1, per the ONNX spec.
 
-    The band edges are mel(f) = 2595 log10(1 + f / 700) computed in the edges'
-    own float type, as the ONNX reference does, so that the integer bin of
-    each edge lands where the reference puts it.
+    The band edges follow onnxruntime's arithmetic, in float64 from the edges'
+    values: mel(f) = 2595 log10(1 + f / 700), edge i = low + i * step,
+    f = 700 (10^(mel / 2595) - 1), bin = floor((dft_length + 1) f / sample_rate).
+    An edge within rounding of a bin boundary then lands where onnxruntime puts
+    it (the ONNX reference's log1p/expm1 form moves about one edge in a few
+    hundred random cases one bin lower).
     """
     def mel(hz):
-        return 2595 * np.log1p(hz / 700) / np.log(10)
+        return 2595.0 * np.log10(1.0 + np.float64(hz) / 700.0)
     low, high = mel(lower_hz), mel(upper_hz)
-    edges = np.arange(num_mel_bins + 2) * ((high - low) / (num_mel_bins + 2)) + low
-    hz = 700 * np.expm1(edges / 2595 * np.log(10))
-    bins = (((dft_length + 1) * hz) // sample_rate).astype(np.int64)
+    step = (high - low) / float(num_mel_bins + 2)
+    edges = low + step * np.arange(num_mel_bins + 2, dtype=np.float64)
+    hz = 700.0 * (np.power(10.0, edges / 2595.0) - 1.0)
+    bins = np.floor((dft_length + 1) * hz / sample_rate).astype(np.int64)
     out = np.zeros((dft_length // 2 + 1, num_mel_bins))
     if bins.min() < 0 or bins.max() >= out.shape[0]:
         raise ValueError(f"the band edges fall on DFT bins {bins.min()}..{bins.max()}, "

@@ -161,6 +161,15 @@ def test_mel_weight_matrix_matches_onnxruntime():
         assert got.max() == 1.0     # every triangle peaks at 1
 
 
+def test_mel_weight_matrix_edges_on_a_bin_boundary_land_where_onnxruntime_puts_them():
+    """The last center here is 308.9999... in the ONNX reference's log1p/expm1 form and 309 in
+    onnxruntime's log10/pow form (which aotc follows): one bin apart, the triangles differ by 0.023."""
+    model = mel_model(12, 966, 33853, 1466.0993391282911, 14516.240425752116)
+    got = interpret(import_onnx(model), {})[0]
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {})[0]
+    np.testing.assert_allclose(got, want, atol=1e-6)
+
+
 def test_mel_weight_matrix_output_datatype():
     model = mel_model(8, 64, 16000, 0.0, 8000.0, output_datatype=onnx.TensorProto.FLOAT16)
     got = interpret(import_onnx(model), {})[0]
