@@ -169,8 +169,8 @@ def mel_weight_matrix(num_mel_bins: int, dft_length: int, sample_rate: int, lowe
     values: mel(f) = 2595 log10(1 + f / 700), edge i = low + i * step,
     f = 700 (10^(mel / 2595) - 1), bin = floor((dft_length + 1) f / sample_rate).
     An edge within rounding of a bin boundary then lands where onnxruntime puts
-    it (the ONNX reference's log1p/expm1 form moves about one edge in a few
-    hundred random cases one bin lower).
+    it (the ONNX reference's log1p/expm1 form, partly in float32, rarely puts
+    such an edge one bin lower).
     """
     def mel(hz):
         return 2595.0 * np.log10(1.0 + np.float64(hz) / 700.0)
