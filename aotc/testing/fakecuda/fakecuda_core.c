@@ -96,6 +96,16 @@ void *fk_get(const void *h, int kind) {
   return NULL;
 }
 
+CUresult fk_get_current(const void *h, int kind, fk_ctx **c, void **out) {
+  CUresult r = fk_current(c);
+  *out = NULL;
+  if (r) return r;
+  fk_obj *o = (fk_obj *)fk_get(h, kind);
+  if (!o || o->ctx != *c) return CUDA_ERROR_INVALID_HANDLE;
+  *out = o;
+  return CUDA_SUCCESS;
+}
+
 /* ---- initialisation and the device ---- */
 static int env_int(const char *name, int fallback) {
   const char *v = getenv(name);

@@ -214,10 +214,7 @@ EXPORT CUresult cuEventCreate(fk_event **out, unsigned flags) {
 }
 
 static CUresult event_api(fk_event *handle, fk_ctx **c, fk_event **e) {
-  CUresult r = fk_current(c);
-  if (r) return r;
-  *e = (fk_event *)fk_get(handle, FK_EVENT);
-  return *e && (*e)->h.ctx == *c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return fk_get_current(handle, FK_EVENT, c, (void **)e);
 }
 
 EXPORT CUresult cuEventDestroy_v2(fk_event *handle) {

@@ -115,10 +115,7 @@ EXPORT CUresult cuModuleLoadData(fk_module **out, const void *image) {
 }
 
 static CUresult module_api(fk_module *handle, fk_ctx **c, fk_module **m) {
-  CUresult r = fk_current(c);
-  if (r) return r;
-  *m = (fk_module *)fk_get(handle, FK_MODULE);
-  return *m && (*m)->h.ctx == *c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return fk_get_current(handle, FK_MODULE, c, (void **)m);
 }
 
 EXPORT CUresult cuModuleUnload(fk_module *handle) {

@@ -105,6 +105,9 @@ extern int fk_arch;           /* the device's compute capability, e.g. 90 */
 void *fk_new(int kind, size_t size, fk_ctx *ctx);
 /* The live object of `kind` behind handle h, else NULL (fk_mu held). */
 void *fk_get(const void *h, int kind);
+/* The live object of `kind` behind h that belongs to the calling thread's current context (fk_mu
+ * held): INVALID_CONTEXT without a current context, INVALID_HANDLE for a dead or foreign handle. */
+CUresult fk_get_current(const void *h, int kind, fk_ctx **c, void **out);
 /* The calling thread's current context: INVALID_CONTEXT if none or dead;
  * the context's sticky error if it has one (fk_mu held). */
 CUresult fk_current(fk_ctx **out);
