@@ -2,17 +2,36 @@
 
 This is the contract between the compiler (which fills it) and the engine
 container (`engine_format.py`, which serializes it) and the C runtime (which
-reads the binary form). Kernels take only pointer parameters; every shape is
-baked into the kernel source, so a launch is a kernel name, a grid, a block,
-a dynamic shared-memory size and a list of buffer references.
+reads the binary form). A static engine bakes every shape into the kernel
+source, so a launch is a kernel name, a grid, a block, a dynamic shared-memory
+size and a list of buffer references.
+
+A dynamic engine (one that serves a range of shapes) adds a shape program: the
+engine's dynamic dims (`DimSpec`, each a name and a range) are registers
+0..len(dims)-1, and instruction k of `program` computes register
+len(dims)+k from earlier registers. Wherever a static engine has an integer
+that now depends on the shapes (a tensor dim, a grid dim) the plan holds a
+`Reg`; a kernel that takes a size as an argument gets a `BufferRef("dim",
+index=register)` (the value passed by value, as a little-endian 64-bit slot
+the kernel reads as int or long long). A launch with `when` runs only where
+that register is nonzero (how the runtime picks a kernel variant per size
+bucket), and a launch whose grid has a zero dim is skipped (empty tensors).
+The runtime evaluates the program when input shapes change, not per run.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 # Buffer reference kinds, in the order the C runtime numbers them.
-REF_INPUT, REF_OUTPUT, REF_ARENA, REF_WEIGHT = 0, 1, 2, 3
-REF_KINDS = {"input": REF_INPUT, "output": REF_OUTPUT, "arena": REF_ARENA, "weight": REF_WEIGHT}
+REF_INPUT, REF_OUTPUT, REF_ARENA, REF_WEIGHT, REF_DIM = 0, 1, 2, 3, 4
+REF_KINDS = {"input": REF_INPUT, "output": REF_OUTPUT, "arena": REF_ARENA, "weight": REF_WEIGHT,
+             "dim": REF_DIM}
+
+# Shape-program opcodes (shared with the C runtime). Integer semantics as in Python:
+# floordiv and mod round toward negative infinity, ceildiv(a, b) = -floordiv(-a, b);
+# a zero divisor is an error. le/lt/eq/ne give 0 or 1, and_ is 1 when both are nonzero.
+SHAPE_OPS = {"const": 0, "add": 1, "sub": 2, "mul": 3, "floordiv": 4, "ceildiv": 5, "mod": 6,
+             "min": 7, "max": 8, "le": 9, "lt": 10, "eq": 11, "ne": 12, "and": 13}
 
 # Engine dtype codes (shared with aotc_runtime.h's aotc_dtype_t).
 DTYPE_CODES = {"f32": 1, "f16": 2, "bf16": 3, "i64": 4, "i32": 5, "i8": 6, "u8": 7, "bool": 8}
@@ -20,16 +39,59 @@ DTYPE_SIZES = {"f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i8": 1, "u8":
 
 
 @dataclass(frozen=True)
+class Reg:
+    """A shape-program register, where a static plan has an integer."""
+    index: int
+
+
+@dataclass(frozen=True)
+class DimSpec:
+    """A dynamic dim: register `index in EnginePlan.dims`; the runtime accepts min..max, multiples of divisor."""
+    name: str
+    min: int
+    max: int
+    divisor: int = 1
+
+
+@dataclass(frozen=True)
+class ShapeOp:
+    """One shape-program instruction: registers `a`, `b` (earlier ones) or the constant `imm` for "const"."""
+    op: str
+    a: int = 0
+    b: int = 0
+    imm: int = 0
+
+
+@dataclass(frozen=True)
 class TensorSpec:
-    """A named engine input or output: dtype name from DTYPE_CODES, static shape."""
+    """A named engine input or output: dtype name from DTYPE_CODES and its shape.
+
+    A dynamic dim is a Reg (an input's only ever names a dim: a register below
+    len(EnginePlan.dims)); `max_shape` is the shape at the top of every range
+    (the buffer that fits any run), equal to `shape` for a static tensor.
+    """
     name: str
     dtype: str
-    shape: tuple[int, ...]
+    shape: tuple
+    max_shape: tuple | None = None
+
+    @property
+    def is_static(self) -> bool:
+        return not any(isinstance(d, Reg) for d in self.shape)
+
+    @property
+    def static_shape(self) -> tuple[int, ...]:
+        if self.is_static:
+            return tuple(self.shape)
+        if self.max_shape is None:
+            raise ValueError(f"tensor {self.name!r}: dynamic shape without max_shape")
+        return tuple(self.max_shape)
 
     @property
     def nbytes(self) -> int:
+        """Bytes at the static shape, or at the maximum shape for a dynamic tensor."""
         n = DTYPE_SIZES[self.dtype]
-        for d in self.shape:
+        for d in self.static_shape:
             n *= d
         return n
 
@@ -51,13 +113,15 @@ class BufferRef:
 class Launch:
     """One kernel launch per inference, in execution order."""
     kernel: str                      # exported symbol / cubin function name
-    grid: tuple[int, int, int]
+    grid: tuple                      # three ints or Regs
     block: tuple[int, int, int]
     smem: int                        # dynamic shared memory bytes
     args: list[BufferRef]
     bytes: int = 0                   # modelled bytes moved
     flops: int = 0                   # modelled floating-point operations
     region: str = ""                 # human-readable region description
+    when: Reg | None = None          # run only where this register is nonzero (a size-bucket variant)
+    variant: str = ""                # the bucket this launch serves, for `aotc inspect` (e.g. "batch<=8")
 
 
 @dataclass
@@ -73,6 +137,13 @@ class EnginePlan:
     ptx_arch: str = ""                                       # e.g. "compute_90"
     host_lib: bytes = b""                                    # host (emulation) shared library
     manifest: dict = field(default_factory=dict)             # extra human-readable info
+    dims: list[DimSpec] = field(default_factory=list)        # dynamic dims: registers 0..len-1
+    program: list[ShapeOp] = field(default_factory=list)     # computes the later registers
+    checks: list[tuple[Reg, str]] = field(default_factory=list)  # must be nonzero, else the message
+
+    @property
+    def is_dynamic(self) -> bool:
+        return bool(self.dims)
 
     @property
     def kernels(self) -> list[str]:
@@ -81,3 +152,23 @@ class EnginePlan:
         for launch in self.launches:
             seen.setdefault(launch.kernel, None)
         return list(seen)
+
+
+def evaluate_program(plan: EnginePlan, values: dict[str, int]) -> list[int]:
+    """Every register for the dim values `values` (name -> int): the runtime's arithmetic, in Python."""
+    regs = [int(values[d.name]) for d in plan.dims]
+    for op in plan.program:
+        regs.append(_apply(op, regs))
+    return regs
+
+
+def _apply(op: ShapeOp, regs: list[int]) -> int:
+    if op.op == "const":
+        return op.imm
+    a, b = regs[op.a], regs[op.b]
+    if op.op in ("floordiv", "ceildiv", "mod") and b == 0:
+        raise ZeroDivisionError(f"shape program: {op.op} by zero")
+    return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b, "floordiv": lambda: a // b,
+            "ceildiv": lambda: -(-a // b), "mod": lambda: a % b, "min": lambda: min(a, b),
+            "max": lambda: max(a, b), "le": lambda: int(a <= b), "lt": lambda: int(a < b),
+            "eq": lambda: int(a == b), "ne": lambda: int(a != b), "and": lambda: int(bool(a) and bool(b))}[op.op]()
