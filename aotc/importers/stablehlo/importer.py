@@ -41,6 +41,7 @@ TABLE = ConverterTable()   # converters are `fn(cx, ins) -> Value | list[Value]`
 CONVERTERS: dict[str, Callable] = TABLE.converters
 CHECKS: dict[str, Callable] = TABLE.checks
 register = TABLE.register
+UNSUPPORTED: dict[str, str] = {}   # op name -> why aotc cannot import it (filled by the *_ops modules)
 CONTROL_FLOW = ("stablehlo.while", "stablehlo.case", "stablehlo.if")
 _CALLS = ("func.call", "stablehlo.composite")
 _RETURNS = ("func.return", "stablehlo.return")
@@ -48,9 +49,9 @@ _RETURNS = ("func.return", "stablehlo.return")
 
 def load_converters():
     """Import every converter module (each registers its ops on import)."""
-    from aotc.importers.stablehlo import (control_ops, dynamic_ops, index_ops,  # noqa: F401
-                                          math_ops, nn_ops, ops, scatter_ops,
-                                          sort_ops)
+    from aotc.importers.stablehlo import (chlo_ops, control_ops, dynamic_ops,  # noqa: F401
+                                          index_ops, math_ops, nn_ops, ops,
+                                          scatter_ops, sort_ops, special_ops)
 
 
 def import_stablehlo(model: str | bytes | os.PathLike) -> Graph:
@@ -130,7 +131,7 @@ def _prescan(main, funcs: dict):
                 continue
             reason = None
             if name not in CONVERTERS:
-                reason = "no converter for this op"
+                reason = UNSUPPORTED.get(name, "no converter for this op")
             else:
                 bad = [M.type_problem(v.type) for v in list(op.operands) + list(op.results)]
                 bad = [b for b in bad if b]

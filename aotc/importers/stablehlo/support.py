@@ -7,7 +7,10 @@ since). A test checks each name against the `stablehlo` dialect registered
 in jaxlib's MLIR bindings, so a typo or a renamed op cannot hide. Whether an
 op is supported comes from the converter table itself (importer.CONVERTERS);
 this module adds the notes: restrictions of supported ops, one reason per
-missing op, and the status of the dialect's ops that the spec leaves out. Regenerate the page with
+missing op, and the status of the dialect's ops that the spec leaves out.
+The `chlo` dialect has no spec of its own: its table lists every chlo op
+registered in jaxlib's bindings, with CHLO_NOTES as restrictions and the
+importer's UNSUPPORTED reasons for the rest. Regenerate the page with
 `python -m aotc.importers.stablehlo.support > docs/stablehlo_ops.md`.
 """
 from __future__ import annotations
@@ -97,6 +100,22 @@ MISSING: dict[str, str] = {
 }
 
 
+_F32 = "computed in f32 (f16/bf16 widened and rounded back)"
+CHLO_NOTES: dict[str, str] = {
+    "broadcast_select": "numpy-style broadcasting of the three operands",
+    "conj": "real operands (complex types unsupported): identity",
+    "next_after": "f32 only (steps the bit pattern)",
+    "ragged_dot": "the [m,k] x [g,k,n] -> [m,n] form (ragged rows, no batch dims): every group's product, masked",
+    "top_k": "rank-based, O(n^2) per row",
+    "lgamma": _F32, "digamma": _F32, "erf_inv": _F32, "bessel_i1e": _F32, "zeta": f"{_F32}; s > 1",
+    "polygamma": _F32, "mulhi": "integers; 64-bit through 32-bit halves",
+    **{f"broadcast_{op}": f"broadcasting, then as `stablehlo.{op}`" for op in (
+        "add", "and", "atan2", "compare", "divide", "maximum", "minimum", "multiply", "or", "power",
+        "remainder", "shift_left", "shift_right_arithmetic", "shift_right_logical", "subtract", "xor")},
+    **{f"broadcast_{op}": f"broadcasting, then as `chlo.{op}`" for op in ("next_after", "polygamma", "zeta")},
+}
+
+
 def _converters() -> dict:
     from aotc.importers.stablehlo import importer
     importer.load_converters()
@@ -116,6 +135,31 @@ def registry_ops() -> list[str]:
     return sorted(n.split(".", 1)[1] for n in names if ctx.is_registered_operation(n))
 
 
+def chlo_registry_ops() -> list[str]:
+    """Names (without `chlo.`) of the ops of the `chlo` dialect registered in jaxlib's MLIR bindings."""
+    import inspect
+
+    from jaxlib.mlir.dialects import _chlo_ops_gen as gen
+
+    from aotc.importers.stablehlo import mlir as M
+    ctx = M.new_context()
+    names = {c.OPERATION_NAME for _, c in inspect.getmembers(gen, inspect.isclass)
+             if getattr(c, "OPERATION_NAME", None)}
+    return sorted(n.split(".", 1)[1] for n in names if ctx.is_registered_operation(n))
+
+
+def chlo_table() -> list[dict]:
+    """One dict per registered chlo op: op, supported, notes (restrictions, or why it is refused)."""
+    from aotc.importers.stablehlo import importer
+    conv = _converters()
+    rows = []
+    for op in chlo_registry_ops():
+        ok = f"chlo.{op}" in conv
+        notes = CHLO_NOTES.get(op, "") if ok else importer.UNSUPPORTED.get(f"chlo.{op}", "no converter")
+        rows.append({"op": op, "supported": ok, "notes": notes})
+    return rows
+
+
 def support_table() -> list[dict]:
     """One dict per spec op: op, supported (bool), notes (restrictions, or the reason it is missing)."""
     conv = _converters()
@@ -128,8 +172,9 @@ def support_table() -> list[dict]:
 
 
 def extra_ops() -> list[str]:
-    """Ops outside the spec that the importer accepts (chlo decompositions, legacy stablehlo ops, sdy)."""
-    return sorted(n for n in _converters() if n.split(".", 1)[1] not in SPEC_OPS or not n.startswith("stablehlo."))
+    """Ops outside the spec and chlo that the importer accepts (legacy stablehlo ops, sdy)."""
+    return sorted(n for n in _converters() if not n.startswith("chlo.")
+                  and (n.split(".", 1)[1] not in SPEC_OPS or not n.startswith("stablehlo.")))
 
 
 def render_markdown() -> str:
@@ -148,6 +193,13 @@ def render_markdown() -> str:
               + "; ".join(f"`{op}`: {NOT_IN_SPEC[op]}" for op in sorted(NOT_IN_SPEC)) + ".", "",
               "Also accepted, outside the spec: " + ", ".join(f"`{n}`" for n in extra_ops())
               + ", and `func.call` (private functions are inlined)."]
+    chlo = chlo_table()
+    lines += ["", "## chlo", "",
+              f"**{sum(r['supported'] for r in chlo)} of the {len(chlo)} ops of the `chlo` dialect registered in "
+              "jaxlib's MLIR bindings are supported**, as decompositions onto aotc's primitive ops.", "",
+              "| op | supported | restrictions / reason |", "|---|---|---|"]
+    for r in chlo:
+        lines.append(f"| {r['op']} | {'yes' if r['supported'] else '**no**'} | {r['notes'] or '-'} |")
     return "\n".join(lines) + "\n"
 
 
