@@ -14,6 +14,7 @@ from pathlib import Path
 
 from aotc import __version__
 from aotc.errors import AotcError
+from aotc.ir.dims import dim_ranges, upper
 from aotc.ir.graph import Graph
 from aotc.package import plan as P
 
@@ -59,8 +60,30 @@ def _pass_seconds(report) -> dict[str, float]:
     return {k: round(v, 4) for k, v in out.items()}
 
 
-def load_graph(model, input_shapes=None) -> Graph:
-    """Import a model given as a path, bytes, an onnx.ModelProto, or a Graph."""
+def load_graph(model, input_shapes=None, dynamic=None) -> Graph:
+    """Import a model given as a path, bytes, an onnx.ModelProto, or a Graph.
+
+    `dynamic` maps dynamic dim names to ranges, (min, max) or (min, max, divisor): the
+    engine serves every shape in them. A dynamic dim left without a range is an error
+    listing every such dim.
+    """
+    graph = _load(model, input_shapes, dynamic or {})
+    return graph if not isinstance(model, Graph) else with_dim_ranges(graph, dynamic or {})
+
+
+def with_dim_ranges(graph: Graph, dynamic: dict) -> Graph:
+    """`graph` with the ranges of its inputs' dynamic dims (a Graph built directly; importers do their own)."""
+    from aotc.importers.dynamic import resolve_ranges
+    from aotc.ir import dims as D
+    if graph.dims and not dynamic:
+        return graph
+    dims = {v.name: [next(iter(D.symbols(d))) if not D.is_static(d) else d for d in v.shape]
+            for v in graph.inputs}
+    graph.dims = resolve_ranges(dims, {**graph.dims, **dynamic})
+    return graph
+
+
+def _load(model, input_shapes, dynamic) -> Graph:
     if isinstance(model, Graph):
         return model
     if isinstance(model, (str, os.PathLike)):
@@ -72,9 +95,7 @@ def load_graph(model, input_shapes=None) -> Graph:
     elif isinstance(model, (bytes, bytearray, memoryview)) and _is_stablehlo(bytes(model)):
         return _import_stablehlo(bytes(model), input_shapes)
     from aotc.importers.onnx import import_onnx
-    if input_shapes:
-        return import_onnx(model, input_shapes=input_shapes)
-    return import_onnx(model)
+    return import_onnx(model, input_shapes=input_shapes or None, dynamic=dynamic)
 
 
 STABLEHLO_SUFFIXES = (".mlir", ".mlirbc", ".jaxexport", ".exported")
@@ -112,7 +133,7 @@ def _parse_archs(arch) -> tuple[list[str], str]:
 def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disabled=(),
                   input_shapes=None, progress=None, host_lib=None, precision: str = "fp32",
                   keep_fp32=(), layout: str = "nhwc", fast_compile: bool = False,
-                  split_k: bool = True, debug_outputs: bool = False) -> CompileResult:
+                  split_k: bool = True, debug_outputs: bool = False, dynamic=None) -> CompileResult:
     """Compile `model` into an EnginePlan (see aotc.package.plan).
 
     `host_lib`, if given, is a callable `(source, kernel_names) -> bytes` that
@@ -128,14 +149,9 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     the GPU split their K loop (aotc.kernels.split_k); the manifest records it.
     `debug_outputs` builds the debug engine of `aotc debug compare`: the same regions and
     kernels, every region's result also written to an extra output, each listed in the
-    manifest's "debug_outputs" (aotc.package.debug_outputs).
+    manifest's "debug_outputs" (aotc.package.debug_outputs). `dynamic` ({dim name: (min, max)})
+    makes one engine serve a range of shapes (see load_graph and aotc/ir/dims.py).
     """
-    from aotc.fusion.regions import check_partition, partition
-    from aotc.hlo_passes.pipeline import run_pipeline
-    from aotc.kernels import codegen
-    from aotc.package.launch_plan import build_launches
-    from aotc.package.memory_plan import check_graph_fits
-    from aotc.package.sanitize import manifest_fields as sanitize_fields   # `aotc run --sanitize` rebuilds from these
 
     say = progress or (lambda msg: None)
     times: dict[str, float] = {}
@@ -149,7 +165,22 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
 
     stage("import")
     say("importing")
-    imported = load_graph(model, input_shapes)
+    imported = load_graph(model, input_shapes, dynamic)
+    with dim_ranges(imported.dims):     # comparisons of dynamic dims consult them (aotc/ir/dims.py)
+        return _compile_imported(imported, times, stage, done, say, cubin_archs, ptx_arch, dump_dir, disabled,
+                                 layout, precision, keep_fp32, debug_outputs, split_k, host, host_lib,
+                                 fast_compile)
+
+
+def _compile_imported(imported, times, stage, done, say, cubin_archs, ptx_arch, dump_dir, disabled, layout,
+                      precision, keep_fp32, debug_outputs, split_k, host, host_lib, fast_compile):
+    from aotc.fusion.regions import check_partition, partition
+    from aotc.hlo_passes.pipeline import run_pipeline
+    from aotc.kernels import codegen
+    from aotc.package.launch_plan import build_launches
+    from aotc.package.memory_plan import check_graph_fits
+    from aotc.package.sanitize import manifest_fields as sanitize_fields   # `aotc run --sanitize` rebuilds from these
+    from aotc.package.shape_program import ShapeProgram
     check_graph_fits(imported)      # before a pass materializes a tensor no GPU could hold
     done("import")
 
@@ -172,7 +203,8 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     stage("codegen")
     say(f"generating kernels for {len(regions)} regions")
     regions, kernels, writes = generate_kernels(optimized, regions, split_k)
-    launches, weights, memory = build_launches(optimized, regions, kernels, writes)
+    program = ShapeProgram(optimized.dims)
+    launches, weights, memory = build_launches(optimized, regions, kernels, writes, program)
     source = codegen.module_source(kernels)
     names = list(dict.fromkeys(k.name for k in kernels))
     done("codegen")
@@ -182,9 +214,9 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
 
     stage("package")
     plan = P.EnginePlan(
-        inputs=[P.TensorSpec(v.name, v.dtype.name, v.shape) for v in optimized.inputs],
-        outputs=[P.TensorSpec(n, v.dtype.name, v.shape)
-                 for n, v in zip(optimized.signature_output_names(), optimized.outputs)],
+        inputs=[tensor_spec(v.name, v, program) for v in optimized.inputs],
+        outputs=[tensor_spec(n, v, program) for n, v in zip(optimized.signature_output_names(), optimized.outputs)],
+        dims=program.specs(), program=program.ops, checks=program.checks,
         arena_size=memory.size, arena_zeroed=memory.zeroed, weights=weights, launches=launches, cubins=cubins,
         ptx=ptx, ptx_arch=ptx_arch, host_lib=host_lib,
         manifest={"aotc_version": __version__, "model": optimized.name,
@@ -192,10 +224,20 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
                   "nodes_imported": len(imported.nodes), "nodes_optimized": len(optimized.nodes),
                   "source_lines": source.count("\n"), "kernel_resources": resources,
                   "fast_compile": fast_compile, "split_k": split_k,
+                  **({"shapes": {**{v.name: [repr(d) for d in v.shape] for v in optimized.inputs},
+                                 **{n: [repr(d) for d in v.shape] for n, v in
+                                    zip(optimized.signature_output_names(), optimized.outputs)}}}
+                     if optimized.dims else {}),
                   **({"debug_outputs": [d.as_dict() for d in debug]} if debug is not None else {}),
                   **sanitize_fields(source, kernels)})
     done("package")
     return CompileResult(plan, imported, optimized, times, memory.lower_bound, regions, kernels, report)
+
+
+def tensor_spec(name: str, v, program) -> P.TensorSpec:
+    """An engine input/output: static dims as ints, dynamic ones as shape-program registers."""
+    shape = tuple(program.ref(d) for d in v.shape)
+    return P.TensorSpec(name, v.dtype.name, shape, None if v.type.is_static else tuple(upper(d) for d in v.shape))
 
 
 def generate_kernels(graph: Graph, regions: list, split_k: bool = True):

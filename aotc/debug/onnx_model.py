@@ -104,7 +104,7 @@ def import_with_tensor_names(model, input_shapes=None):
     for v, name in zip(graph.outputs[:kept], names[:kept]):
         tensor_of.setdefault(v.name, name)
     plain = Graph(list(graph.inputs), list(graph.outputs[:kept]), list(graph.nodes), dict(graph.constants),
-                  graph.name, names[:kept])
+                  graph.name, names[:kept], dict(graph.dims))
     return plain, tensor_of
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from aotc.ir import ops
+from aotc.ir.dims import contains_dims
 from aotc.ir.graph import Graph
 from aotc.ir.interpreter import evaluate_node
 
@@ -37,6 +38,8 @@ def _fold(node, env, live_after) -> list[np.ndarray] | None:
     """The node's folded outputs, or None where it must stay an op."""
     if not all(v in env for v in node.inputs):
         return None
+    if not all(v.type.is_static for v in node.outputs) or contains_dims(node.attrs):
+        return None       # a size known only at run time
     largest_input = max((env[v].size for v in node.inputs), default=0)
     if any(v.type.size > max(MIN_FOLD_LIMIT, largest_input) for v in node.outputs):
         return None

@@ -16,6 +16,7 @@ re-derive the rest in one step.
 from __future__ import annotations
 
 from aotc.errors import AotcError
+from aotc.ir import dims as D
 from aotc.ir import ops
 from aotc.ir.graph import Graph, Node, TensorType, Value
 
@@ -39,7 +40,7 @@ def _retype(graph: Graph, remap: dict) -> Graph:
         else:
             nodes.append(Node(n.op, inputs, outputs, dict(n.attrs), n.name))
     return Graph([remap.get(v, v) for v in graph.inputs], [remap.get(v, v) for v in graph.outputs],
-                 nodes, dict(graph.constants), graph.name, graph.signature_output_names())
+                 nodes, dict(graph.constants), graph.name, graph.signature_output_names(), dict(graph.dims))
 
 
 def run(graph: Graph) -> Graph:
@@ -56,7 +57,7 @@ def with_input_shapes(graph: Graph, shapes: dict[str, tuple[int, ...]]) -> Graph
     remap = {}
     for name, shape in shapes.items():
         v = known[name]
-        shape = tuple(int(d) for d in shape)
+        shape = tuple(D.as_dim(d) for d in shape)
         if shape != v.shape:
             remap[v] = Value(v.name, TensorType(shape, v.dtype))
     return _retype(graph, remap)

@@ -124,7 +124,7 @@ def _structure(graph: Graph) -> tuple:
 
 def _copy(graph: Graph) -> Graph:
     return Graph(list(graph.inputs), list(graph.outputs), list(graph.nodes), dict(graph.constants),
-                 graph.name, None if graph.output_names is None else list(graph.output_names))
+                 graph.name, None if graph.output_names is None else list(graph.output_names), dict(graph.dims))
 
 
 Step = Union[Pass, "Pipeline"]

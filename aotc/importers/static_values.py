@@ -5,7 +5,9 @@ tensors (ONNX Reshape's shape, StableHLO dynamic_slice's start indices). An
 importer asks `StaticValues.evaluate(v)`: it runs the nodes producing `v`
 through the reference interpreter when every leaf is a constant, memoizing
 results, and otherwise names the graph input the value depends on. The nodes
-stay in the graph; constant folding and DCE clean them up.
+stay in the graph; constant folding and DCE clean them up. In a dynamic graph a
+shape computed from an input's dynamic dims (ONNX Shape -> Gather -> Concat ->
+Reshape) evaluates too: its elements are DimExprs, in numpy object arrays.
 """
 from __future__ import annotations
 
@@ -42,5 +44,6 @@ class StaticValues:
                 return None, leaf
             args.append(a)
         for o, r in zip(n.outputs, evaluate_node(n.op, n.attrs, args)):
-            self._values[o] = r.astype(o.dtype.np, copy=False)
+            # sizes of a dynamic graph stay DimExprs in object arrays (aotc/ir/dims.py)
+            self._values[o] = r if r.dtype == object else r.astype(o.dtype.np, copy=False)
         return self._values[v], None

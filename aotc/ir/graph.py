@@ -2,8 +2,9 @@
 
 Passes never mutate: a pass builds a new Graph, reusing the Values and Nodes
 it keeps. Values are compared by identity, so one Value object is one SSA
-value across every Graph that mentions it. Types are static: `TensorType`
-carries a full shape and a dtype.
+value across every Graph that mentions it. `TensorType` carries a full shape
+and a dtype; a dim is an int or, in a graph that serves a range of shapes, a
+symbolic `DimExpr` (aotc/ir/dims.py) whose ranges are `Graph.dims`.
 """
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from aotc.ir import dims as D
 from aotc.ir import dtypes
 from aotc.ir.dtypes import DType
 
 
 @dataclass(frozen=True)
 class TensorType:
-    shape: tuple[int, ...]
+    shape: tuple                       # ints and DimExprs
     dtype: DType
 
     @property
@@ -27,15 +29,25 @@ class TensorType:
         return len(self.shape)
 
     @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+    def is_static(self) -> bool:
+        return all(D.is_static(d) for d in self.shape)
 
     @property
-    def nbytes(self) -> int:
+    def size(self):
+        """Elements: an int, or a DimExpr for a dynamic shape."""
+        return D.prod(self.shape)
+
+    @property
+    def nbytes(self):
         return self.size * self.dtype.itemsize
 
+    @property
+    def max_nbytes(self) -> int:
+        """Bytes at the top of the dims' ranges (what a buffer for any run needs)."""
+        return D.upper(self.nbytes)
+
     def __str__(self) -> str:
-        return f"{self.dtype.name}[{','.join(map(str, self.shape))}]"
+        return f"{self.dtype.name}[{','.join(map(repr, self.shape))}]"
 
 
 class Value:
@@ -119,13 +131,18 @@ class Graph:
     constants: dict[Value, np.ndarray] = field(default_factory=dict)
     name: str = "main"
     output_names: list[str] | None = None   # user-facing names, default: value names
+    dims: dict = field(default_factory=dict)   # dynamic dim name -> DimRange
 
     def with_nodes(self, nodes: Iterable[Node], constants: dict | None = None,
                    outputs: list[Value] | None = None) -> "Graph":
         """A new Graph sharing this one's signature with other nodes/constants."""
         return Graph(list(self.inputs), list(outputs if outputs is not None else self.outputs),
                      list(nodes), dict(self.constants if constants is None else constants),
-                     self.name, self.signature_output_names())
+                     self.name, self.signature_output_names(), dict(self.dims))
+
+    @property
+    def is_dynamic(self) -> bool:
+        return bool(self.dims) or not all(v.type.is_static for v in self.inputs)
 
     def signature_output_names(self) -> list[str]:
         return list(self.output_names) if self.output_names else [v.name for v in self.outputs]
@@ -167,6 +184,7 @@ class GraphBuilder:
         self.constants: dict[Value, np.ndarray] = {}
         self._names: set[str] = set()
         self._counter = itertools.count()
+        self.dims: dict = {}                 # dynamic dim name -> DimRange
 
     def fresh(self, hint: str = "t") -> str:
         hint = hint or "t"
@@ -178,7 +196,7 @@ class GraphBuilder:
 
     def input(self, name: str, shape, dtype: DType | str = dtypes.f32) -> Value:
         dt = dtypes.from_name(dtype) if isinstance(dtype, str) else dtype
-        v = Value(self.fresh(name), TensorType(tuple(int(d) for d in shape), dt))
+        v = Value(self.fresh(name), TensorType(tuple(D.as_dim(d) for d in shape), dt))
         self.inputs.append(v)
         return v
 
@@ -205,4 +223,4 @@ class GraphBuilder:
 
     def build(self, outputs: list[Value], output_names: list[str] | None = None) -> Graph:
         return Graph(list(self.inputs), list(outputs), list(self.nodes), dict(self.constants),
-                     self.name, output_names)
+                     self.name, output_names, dict(self.dims))

@@ -10,13 +10,21 @@ import numpy as np
 from aotc.errors import InputError
 from aotc.ir import ops
 from aotc.ir.graph import Graph, Value
+from aotc.ir.specialize import bind_dims, specialize
 
 
 def interpret(graph: Graph, inputs: dict[str, np.ndarray] | list[np.ndarray],
               return_env: bool = False):
-    """Run `graph` on inputs (by input name, or in signature order); outputs in order."""
+    """Run `graph` on inputs (by input name, or in signature order); outputs in order.
+
+    A dynamic graph runs at the shapes of the inputs given (specialize.py); with
+    `return_env` the environment is keyed by the specialized graph's Values.
+    """
     if not isinstance(inputs, dict):
         inputs = {v.name: a for v, a in zip(graph.inputs, inputs)}
+    if graph.is_dynamic:
+        env = bind_dims(graph, {k: np.shape(a) for k, a in inputs.items()})
+        graph = specialize(graph, env)
     env: dict[Value, np.ndarray] = dict(graph.constants)
     for v in graph.inputs:
         if v.name not in inputs:

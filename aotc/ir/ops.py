@@ -25,6 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from aotc.errors import VerifyError
+from aotc.ir import dims as D
 from aotc.ir import dtypes
 from aotc.ir.dtypes import DType
 from aotc.ir.graph import TensorType
@@ -85,11 +86,12 @@ def infer_types(op: str, attrs: dict, in_types: list[TensorType], node_name: str
 
 
 def node_flops(op: str, attrs: dict, in_types, out_types) -> int:
-    return int(get(op).flops(attrs, in_types, out_types))
+    """FLOPs of one node (at the top of the ranges for dynamic shapes)."""
+    return int(D.upper(get(op).flops(attrs, in_types, out_types)))
 
 
 def node_bytes(in_types, out_types) -> int:
-    return int(sum(t.nbytes for t in in_types) + sum(t.nbytes for t in out_types))
+    return int(sum(t.max_nbytes for t in in_types) + sum(t.max_nbytes for t in out_types))
 
 
 def _contig(a) -> np.ndarray:
@@ -97,8 +99,8 @@ def _contig(a) -> np.ndarray:
     return np.require(a, requirements="C")
 
 
-def _size(shape) -> int:
-    return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+def _size(shape):
+    return D.prod(shape)
 
 
 def _out_elems(a, i, o):
@@ -456,6 +458,24 @@ def _iota_ref(attrs, *_):
 
 
 _def("iota", SOURCE, _iota_infer, _iota_ref, arity=0)
+
+
+def _dim_values_infer(attrs, ts):
+    values = tuple(attrs["values"])
+    _check(attrs.get("dtype", "i64") in ("i64", "i32"), "dtype must be i64 or i32")
+    return [TensorType((len(values),), dtypes.from_name(attrs.get("dtype", "i64")))]
+
+
+def _dim_values_ref(attrs, *_):
+    """The dims' values; symbolic ones (an importer evaluating shapes) stay DimExprs in an object array."""
+    values = list(attrs["values"])
+    if all(D.is_static(x) for x in values):
+        return [np.array(values, dtypes.from_name(attrs.get("dtype", "i64")).np)]
+    return [np.array(values, dtype=object)]
+
+
+# A tensor of sizes, some dynamic: an ONNX Shape or StableHLO get_dimension_size of a dynamic tensor.
+_def("dim_values", SOURCE, _dim_values_infer, _dim_values_ref, arity=0)
 
 
 def _gather_infer(attrs, ts):

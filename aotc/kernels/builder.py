@@ -13,9 +13,11 @@ family module imports another's.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 
 from aotc.fusion.region import Region
+from aotc.ir import dims as D
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Value
 from aotc.kernels import split_k
@@ -44,6 +46,7 @@ class Kernel:
     counters: int = 0              # tile counters (u32) it uses in the arena's zeroed tail
     views: dict = field(default_factory=dict)   # param -> (input it is a slice of, byte offset)
     extra_outputs: list = field(default_factory=list)   # written after `out` (region.extra_roots)
+    dims: list = field(default_factory=list)    # dynamic dim names passed by value after the pointers
 
     def sources(self) -> list[Value]:
         """The materialized values the kernel reads (a view's source in its place)."""
@@ -56,7 +59,7 @@ class Kernel:
 
 def _idx_t(region: Region) -> str:
     values = list(region.inputs) + [region.root] + [v for n in region.nodes for v in n.outputs]
-    return "long long" if any(v.type.size >= 2**31 for v in values) else "int"
+    return "long long" if any(D.upper(v.type.size) >= 2**31 for v in values) else "int"
 
 
 def unravel(em: Emitter, flat: str, shape, prefix: str) -> list[str]:
@@ -183,17 +186,21 @@ class KernelBuilder:
         slots = dict(slots, name=_NAME_MARK, params=params, idx_t=self.idx_t,
                      what=self.region.describe().replace("\n", " "))
         text = instantiate(f"{kind}.cu", slots)
+        dims = sorted(set(re.findall(r"\baotc_d_(\w+)", text)))       # dynamic sizes the kernel computes with
+        if dims:
+            text = text.replace(f"{_NAME_MARK}({params})",
+                                f"{_NAME_MARK}({params}, {', '.join(f'{self.idx_t} aotc_d_{d}' for d in dims)})")
         digest = hashlib.sha256(text.encode()).hexdigest()[:12]
         name = f"aotc_{kind}_{digest}"
         text = text.replace(_NAME_MARK, name)
         region = self.region
-        nbytes = sum(touched_bytes(v, region.nodes) for v in self.params) + region.root.type.nbytes \
-            + sum(v.type.nbytes for v in region.extra_roots)
+        nbytes = D.upper(sum(touched_bytes(v, region.nodes) for v in self.params) + region.root.type.nbytes
+                         + sum(v.type.nbytes for v in region.extra_roots))
         flops = sum(ops.node_flops(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs])
                     for n in region.nodes)
         return Kernel(name, text, self.params + [region.root], tuple(grid), tuple(block), smem,
                       region, nbytes, flops, splits, extra, counters, dict(self.views),
-                      list(region.extra_roots))
+                      list(region.extra_roots), dims)
 
 
 def _epilogue_path(region: Region, producer) -> list:

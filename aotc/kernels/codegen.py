@@ -12,6 +12,7 @@ import math
 
 from aotc.errors import UnsupportedError
 from aotc.fusion.region import GatedPayload, Region
+from aotc.ir import dims as D
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph
 from aotc.kernels import codegen_conv as cc
@@ -31,8 +32,25 @@ WARP_ROW_MAX = 256       # rows up to this long get a warp each (8 per block), l
 ROW_WARPS = 8
 
 
-def _grid_1d(total: int, block: int) -> tuple[int, int, int]:
-    return (max(1, min(math.ceil(total / block), MAX_GRID)), 1, 1)
+def _grid_1d(total, block: int) -> tuple:
+    """A grid-stride launch over `total` (an int or a dynamic DimExpr) items."""
+    return (grid_blocks(total, block), 1, 1)
+
+
+def grid_blocks(total, per_block) -> int:
+    """Blocks for `total` items, `per_block` each: at least 1, at most MAX_GRID (grid-stride loops do the rest)."""
+    return D.dmax(1, D.dmin(D.ceildiv(total, per_block), MAX_GRID))
+
+
+def _fits_warp(extent) -> bool:
+    """Rows short enough for a warp each; a dynamic extent gets the block kernel unless its whole range fits."""
+    return D.upper(extent) <= WARP_ROW_MAX
+
+
+def _row_block(extent, warp: bool) -> int:
+    if warp or not D.is_static(extent) or extent >= 256:
+        return 256
+    return max(32, 32 * math.ceil(extent / 32))
 
 
 def generate(graph: Graph, region: Region, producer=None, split_k: bool = True) -> Kernel:
@@ -67,8 +85,8 @@ def _row(b: KernelBuilder) -> Kernel:
     rows_shape = reduces[0].outputs[0].shape
     inner = shape[len(rows_shape):]
     rows, extent = math.prod(rows_shape), math.prod(inner)
-    warp = extent <= WARP_ROW_MAX
-    block = 256 if extent >= 256 or warp else max(32, 32 * math.ceil(extent / 32))
+    warp = _fits_warp(extent)
+    block = _row_block(extent, warp)
     first, step = ("lane", "32") if warp else ("threadIdx.x", "blockDim.x")
     em_row = b.emitter(indent=2)
     kept = unravel(em_row, "row", rows_shape, "o")
@@ -89,8 +107,8 @@ def _row(b: KernelBuilder) -> Kernel:
     slots = dict(row_index=em_row.text(), phases="\n".join(phases), store=em_store.text(), rows=rows,
                  extent=extent, block=block)
     if warp:
-        return b.finish("row_warp", dict(slots, warps=ROW_WARPS), (max(1, min(math.ceil(rows / ROW_WARPS), MAX_GRID)), 1, 1), (block, 1, 1))
-    return b.finish("row", slots, (max(1, min(rows, MAX_GRID)), 1, 1), (block, 1, 1))
+        return b.finish("row_warp", dict(slots, warps=ROW_WARPS), (grid_blocks(rows, ROW_WARPS), 1, 1), (block, 1, 1))
+    return b.finish("row", slots, (grid_blocks(rows, 1), 1, 1), (block, 1, 1))
 
 
 def _reduction(b: KernelBuilder) -> Kernel:
@@ -102,8 +120,8 @@ def _reduction(b: KernelBuilder) -> Kernel:
     rows = out.type.size
     extent = math.prod(x.shape[a] for a in axes)
     acc_t = acc_type(x.dtype)
-    warp = extent <= WARP_ROW_MAX
-    block = 256 if extent >= 256 or warp else max(32, 32 * math.ceil(extent / 32))
+    warp = _fits_warp(extent)
+    block = _row_block(extent, warp)
     em_row = b.emitter(indent=2)
     kept = unravel(em_row, "row", out.shape, "o")
     em_load = b.emitter(indent=3)
@@ -119,9 +137,9 @@ def _reduction(b: KernelBuilder) -> Kernel:
     slots = dict(row_index=em_row.text(), load=em_load.text(), epilogue=em_epi.text(), rows=rows,
                  extent=extent, acc_t=acc_t, init=reduce_identity(kind, x.dtype), kind=kind, block=block)
     if warp:
-        return b.finish("reduce_warp", dict(slots, warps=ROW_WARPS), (max(1, min(math.ceil(rows / ROW_WARPS), MAX_GRID)), 1, 1),
+        return b.finish("reduce_warp", dict(slots, warps=ROW_WARPS), (grid_blocks(rows, ROW_WARPS), 1, 1),
                         (block, 1, 1))
-    return b.finish("reduce", slots, (max(1, min(rows, MAX_GRID)), 1, 1), (block, 1, 1))
+    return b.finish("reduce", slots, (grid_blocks(rows, 1), 1, 1), (block, 1, 1))
 
 
 def _dot(b: KernelBuilder) -> Kernel:
@@ -134,7 +152,7 @@ def _dot(b: KernelBuilder) -> Kernel:
     mshape, nshape = [lhs.shape[d] for d in lf], [rhs.shape[d] for d in rf]
     kshape = [lhs.shape[d] for d in lc]
     B, M, N, K = (math.prod(s) for s in (bshape, mshape, nshape, kshape))
-    if B > 65535:
+    if D.upper(B) > 65535:
         raise UnsupportedError(f"dot_general '{anchor.name}': batch {B} exceeds the grid's z limit 65535")
 
     row_stats, norm = norm_row_stats(b, mshape, kshape, M, K)
@@ -159,7 +177,7 @@ def _dot(b: KernelBuilder) -> Kernel:
         load_b = operand_load("B", rhs, rb, rc, rf, "bk", "bn", kshape, nshape)
         em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=4)
     slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K, row_stats=row_stats)
-    return b.finish("dot", slots, (math.ceil(N / 64), math.ceil(M / 64), B), (256, 1, 1))
+    return b.finish("dot", slots, (D.ceildiv(N, 64), D.ceildiv(M, 64), B), (256, 1, 1))
 
 
 def _window_nest(idx_t: str, depth: int, out_idx, spatial_dims, kshape, strides_, pads, dils, sizes,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from aotc.fusion.region import GatedPayload
+from aotc.ir import dims as D
 from aotc.ir import dtypes, ops
 from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, dot_operand_load
 from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
@@ -38,7 +39,7 @@ def generate_dot_mma(b: KernelBuilder, geometry, row_stats: str = "", norm=None)
     else:
         load_b = load_b("bn")
         em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=5)
-    grid = (math.ceil(N / 64), math.ceil(M / 64), B)
+    grid = (D.ceildiv(N, 64), D.ceildiv(M, 64), B)
     if lhs.dtype == dtypes.f32:            # precision='tf32'
         slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K,
                      row_stats=row_stats, to_elt="aotc_tf32")

@@ -356,6 +356,14 @@ class Emitter:
     def _iota(self, n: Node, idx) -> str:
         return f"(({compute_type(n.outputs[0].dtype)})({idx[n.attrs['dimension']]}))"
 
+    def _dim_values(self, n: Node, idx) -> str:
+        """Element idx[0] of a list of sizes (the dynamic ones are the kernel's dim arguments)."""
+        values = list(n.attrs["values"])
+        expr = str(values[-1])
+        for j in reversed(range(len(values) - 1)):
+            expr = f"({idx[0]} == {j} ? {values[j]} : {expr})"
+        return f"(({compute_type(n.outputs[0].dtype)})({expr}))"
+
     def _gather(self, n: Node, idx) -> str:
         data, ind = n.inputs
         ax = n.attrs["axis"]

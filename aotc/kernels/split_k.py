@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 
+from aotc.ir import dims as D
+
 from aotc.fusion.rules.target import MAX_WORKSPACE, TARGET_SMS
 from aotc.kernels.template import instantiate
 
@@ -53,8 +55,11 @@ def choose_splits(batch: int, m: int, n: int, k: int) -> tuple[int, int]:
 
 
 def split_slots(kind: str, batch: int, m: int, n: int, k: int, idx_t: str, enabled: bool = True):
-    """(template slots, splits, K per split) for a GEMM template with this geometry."""
-    splits, per = choose_splits(batch, m, n, k) if enabled else (1, k)
+    """(template slots, splits, K per split) for a GEMM template with this geometry.
+
+    A GEMM with a dynamic size never splits: its tile count is known only at run time."""
+    static = all(D.is_static(x) for x in (batch, m, n, k))
+    splits, per = choose_splits(batch, m, n, k) if enabled and static else (1, k)
     if splits == 1:
         return dict(b_index="blockIdx.z", k_begin="0", k_end=str(k), split_fixup=""), 1, k
     begin = f"({idx_t})(blockIdx.z % {splits}) * {per}"

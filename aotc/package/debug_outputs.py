@@ -71,7 +71,7 @@ def add_debug_outputs(graph: Graph, regions: list[Region]) -> tuple[Graph, list[
     if clash:       # a model output named like ours: say so rather than bind the wrong buffer
         raise CompileError(f"debug output name(s) {clash} clash with the model's output names")
     out = Graph(list(graph.inputs), outputs, list(graph.nodes), dict(graph.constants), graph.name,
-                names + [d.output for d in debug])
+                names + [d.output for d in debug], dict(graph.dims))
     return out, debug
 
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 import numpy as np
 
 from aotc.fusion.region import GatedPayload, Region
+from aotc.ir import dims as D
 from aotc.ir.graph import Graph, Value
 from aotc.kernels.aliasing import may_alias_output
 from aotc.package import plan as P
 from aotc.package.memory_plan import ALIGN, Buffer, MemoryPlan, align_up, plan_memory
+from aotc.package.shape_program import ShapeProgram
 
 
 def add_output_copies(graph: Graph, regions: list[Region]) -> tuple[list[Region], dict[int, int]]:
@@ -38,7 +40,8 @@ def add_output_copies(graph: Graph, regions: list[Region]) -> tuple[list[Region]
     return regions, writes
 
 
-def build_launches(graph: Graph, regions: list[Region], kernels: list, writes: dict[int, int]):
+def build_launches(graph: Graph, regions: list[Region], kernels: list, writes: dict[int, int],
+                   program: ShapeProgram | None = None):
     """Resolve the arguments of the kernels generated for `regions` (output copies included, see
     add_output_copies, whose `writes` map says which region writes which graph output).
 
@@ -46,6 +49,10 @@ def build_launches(graph: Graph, regions: list[Region], kernels: list, writes: d
     memory plan). A split-K launch also gets an f32 workspace live during that launch only,
     and the tile counters at the arena's end (memory.zeroed bytes, zeroed by the runtime
     once per context and left zero by every launch).
+
+    A dynamic graph's sizes (grids, the dims kernels take by value) become registers of
+    `program` (shape_program.py); every buffer is planned at the top of the ranges, so
+    offsets stay fixed.
     """
     if len(kernels) != len(regions):
         raise ValueError(f"{len(kernels)} kernels for {len(regions)} regions")
@@ -81,7 +88,7 @@ def build_launches(graph: Graph, regions: list[Region], kernels: list, writes: d
         for v in k.sources():
             if v in last:
                 last[v] = max(last[v], i)
-    buffers = [Buffer(v, v.type.nbytes, first[v], last[v],
+    buffers = [Buffer(v, v.type.max_nbytes, first[v], last[v],
                       in_place_input(regions[first[v]], kernels[first[v]], first, last)) for v in first]
     buffers += [Buffer(("split-k workspace", i), k.workspace, i, i) for i, k in enumerate(kernels) if k.splits > 1]
     memory = plan_memory(buffers)
@@ -101,7 +108,13 @@ def build_launches(graph: Graph, regions: list[Region], kernels: list, writes: d
         args += [refs[v] for v in k.extra_outputs]
         if k.splits > 1:
             args += [P.BufferRef("arena", offset=memory.offsets[("split-k workspace", i)]), counter_ref]
-        launches.append(P.Launch(k.name, k.grid, k.block, k.smem, args, k.bytes, k.flops,
+        grid = k.grid
+        if k.dims or not all(isinstance(g, int) for g in grid):
+            if program is None:
+                raise ValueError(f"kernel {k.name} has dynamic sizes but no shape program was given")
+            grid = tuple(program.ref(g) for g in grid)
+            args += [P.BufferRef("dim", index=program.register(D.sym(d))) for d in k.dims]
+        launches.append(P.Launch(k.name, grid, k.block, k.smem, args, k.bytes, k.flops,
                                  describe(k)))
     return launches, weights, memory
 

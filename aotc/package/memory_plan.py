@@ -44,7 +44,7 @@ def check_fits(what: str, nbytes: int) -> None:
 def check_graph_fits(graph) -> None:
     """Every tensor of `graph` (inputs, constants, node outputs) and its constants together fit."""
     for v in [*graph.inputs, *graph.constants, *(o for n in graph.nodes for o in n.outputs)]:
-        check_fits(f"tensor '{v.name}' {v.type}", math.prod(v.shape) * v.dtype.itemsize)
+        check_fits(f"tensor '{v.name}' {v.type}", v.type.max_nbytes)
     check_fits("the weights (all constants together)",
                sum(math.prod(v.shape) * v.dtype.itemsize for v in graph.constants))
 

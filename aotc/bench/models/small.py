@@ -124,10 +124,14 @@ def resnet_bottleneck(seed=0, batch=1, size=32, base=8, blocks=(3, 4, 6, 3), cla
     return model, {"image": m.rng.standard_normal((batch, 3, size, size)).astype(np.float32)}
 
 
-def bert_encoder(seed=0, batch=2, seq=16, layers=2, d=32, heads=4, ffn=64, vocab=50):
+def bert_encoder(seed=0, batch=2, seq=16, layers=2, d=32, heads=4, ffn=64, vocab=50, max_pos=None):
     """BERT's layout as exported: token/position/type embeddings (Gather), LayerNorm, an additive mask
     computed from a 0/1 input (Unsqueeze/Cast/Sub/Mul), post-LN blocks whose head split/merge go
-    through Shape/Gather/Unsqueeze/Concat -> Reshape chains, erf GELU, and a tanh pooler on token 0."""
+    through Shape/Gather/Unsqueeze/Concat -> Reshape chains, erf GELU, and a tanh pooler on token 0.
+
+    With `max_pos` the positions are the first seq of a max_pos-long table (a Slice to Shape(ids)[1],
+    as HF's BERT takes them), so the model serves any sequence up to max_pos once its axes are dynamic
+    (zoo.with_dynamic_axes)."""
     m = ModelBuilder(seed)
     dh = d // heads
 
@@ -148,9 +152,15 @@ def bert_encoder(seed=0, batch=2, seq=16, layers=2, d=32, heads=4, ffn=64, vocab
         new = m.op("Concat", [b, s, m.c(f"hd_{m._n}", [heads, dh])], axis=0)
         return m.op("Transpose", [m.op("Reshape", [h, new])], perm=perm)
 
-    pos = m.c("pos", np.arange(seq)[None, :])
+    if max_pos is None:
+        pos, table = m.c("pos", np.arange(seq)[None, :]), seq
+    else:
+        seq_len = m.op("Gather", [m.op("Shape", ["input_ids"]), m.c("seq_axis", [1])], axis=0)
+        pos = m.op("Slice", [m.c("pos", np.arange(max_pos)[None, :]), m.c("pos_start", [0]), seq_len,
+                             m.c("pos_axis", [1])])
+        table = max_pos
     h = m.op("Add", [m.op("Gather", [m.w("wte", vocab, d, scale=0.5), "input_ids"]),
-                     m.op("Gather", [m.w("wpe", seq, d, scale=0.5), pos])])
+                     m.op("Gather", [m.w("wpe", table, d, scale=0.5), pos])])
     h = ln(m.op("Add", [h, m.op("Gather", [m.w("wtt", 2, d, scale=0.5), "token_type_ids"])]), "emb")
     mask = m.op("Unsqueeze", [m.op("Cast", ["attention_mask"], to=TensorProto.FLOAT), m.c("mask_axes", [1, 2])])
     mask = m.op("Mul", [m.op("Sub", [m.c("one_m", 1.0, np.float32), mask]), m.c("neg", -10000.0, np.float32)])

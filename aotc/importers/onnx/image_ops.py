@@ -37,6 +37,7 @@ import numpy as np
 
 from aotc.importers.expr import Ex
 from aotc.importers.onnx.ops import convert, register, reshape, scalar
+from aotc.ir import dims as D
 from aotc.ir import dtypes
 from aotc.ir.graph import Value
 
@@ -53,7 +54,7 @@ def _col2im_index(image, block, dil, pads, strides):
               for i in range(nd)]
     if any(b < 1 for b in blocks):
         return None, blocks
-    n_k, n_l, n_p = int(np.prod(block)), int(np.prod(blocks)), int(np.prod(image))
+    n_k, n_l, n_p = D.prod(block), D.prod(blocks), D.prod(image)
     idx = np.full((n_k, n_p), n_k * n_l, np.int64)
     cols = np.indices(blocks).reshape(nd, -1)                      # (nd, L): each column's block position
     for k, off in enumerate(itertools.product(*(range(b) for b in block))):
@@ -77,9 +78,9 @@ def _col2im(ctx, ins, at):
         raise ctx.model_error(f"input {x.type} must be (N, C * prod(block_shape), L) with "
                               f"block_shape {block} of image_shape's rank {nd}")
     n, ck, n_l = x.shape
-    n_k = int(np.prod(block))
+    n_k = D.prod(block)
     idx, blocks = _col2im_index(image, block, dil, pads, strides)
-    if idx is None or ck % n_k or int(np.prod(blocks)) != n_l:
+    if idx is None or ck % n_k or D.prod(blocks) != n_l:
         raise ctx.model_error(f"input {x.type} does not match image_shape {image}, block_shape {block}, "
                               f"dilations {dil}, pads {pads}, strides {strides} (sliding blocks {blocks})")
     c = ck // n_k
@@ -180,12 +181,12 @@ def _grid_sample(ctx, ins, at):
         u = Ex(ctx, reshape(ctx, comp, (n, *out)))
         v = (u + 1.0) * ((d - 1) / 2) if align else ((u + 1.0) * d - 1.0) * 0.5
         per_axis.append(_axis_taps(ctx, v, d, mode, padding, align))
-    strides = [int(np.prod(space[i + 1:])) for i in range(r)]
+    strides = [D.prod(space[i + 1:]) for i in range(r)]
     y_shape = (n, c, *out)
     to_y = (0,) + tuple(range(2, r + 2))
     plane = Ex(ctx, ctx.add("iota", shape=y_shape, dimension=0, dtype="i64")) * c \
         + ctx.add("iota", shape=y_shape, dimension=1, dtype="i64")
-    plane = plane * int(np.prod(space))
+    plane = plane * D.prod(space)
     flat_x = reshape(ctx, x, (x.type.size,))
     y = None
     for combo in itertools.product(*per_axis):

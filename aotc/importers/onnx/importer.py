@@ -29,8 +29,11 @@ from aotc.importers.onnx import (control_ops, image_ops, index_ops, math_ops,  #
 from aotc.importers.onnx.checks import check_model, load_model
 from aotc.importers.onnx.functions import MAX_ROUNDS, expand_functions
 from aotc.importers.onnx.ops import CHECKS, CONVERTERS
+from aotc.importers.dynamic import resolve_ranges
 from aotc.importers.static_values import StaticValues
+from aotc.ir import dims as D
 from aotc.ir import dtypes
+from aotc.ir.dims import dim_ranges
 from aotc.ir.dtypes import DType
 from aotc.ir.graph import Graph, GraphBuilder, Value
 
@@ -47,8 +50,12 @@ def dtype_name(elem_type: int) -> str:
 
 
 def import_onnx(model: onnx.ModelProto | str | bytes | os.PathLike,
-                input_shapes: dict[str, tuple] | None = None) -> Graph:
-    """Convert an ONNX model to a Graph; `input_shapes` fixes symbolic input dims by name."""
+                input_shapes: dict[str, tuple] | None = None, dynamic: dict | None = None) -> Graph:
+    """Convert an ONNX model to a Graph; `input_shapes` fixes symbolic input dims by name.
+
+    A dim left symbolic stays a dynamic dim named by its `dim_param` (an unnamed one:
+    `<input>_dim<i>`); `dynamic` gives each its range (name -> (min, max[, divisor])).
+    """
     model, weights = _split_large_initializers(load_model(model))
     try:
         onnx.checker.check_model(model)
@@ -56,6 +63,7 @@ def import_onnx(model: onnx.ModelProto | str | bytes | os.PathLike,
         raise ModelError(f"ONNX checker rejected the model: {_one_line(e)}") from None
     model = _inline_local_functions(model)
     model = _fix_input_shapes(model, input_shapes or {})
+    ranges = resolve_ranges(_input_dims(model), dynamic or {})
     check_model(model)
     _spell_out_defaults(model)
     try:
@@ -79,7 +87,10 @@ def import_onnx(model: onnx.ModelProto | str | bytes | os.PathLike,
         except Exception as e:
             raise ModelError(f"ONNX shape inference failed after expanding {expanded}: {_one_line(e)}") from None
     _prescan(model, opsets, opset)
-    return _convert(model, opset, weights)
+    with dim_ranges(ranges):
+        graph = _convert(model, opset, weights)
+    graph.dims = ranges
+    return graph
 
 
 def _spell_out_defaults(model: onnx.ModelProto) -> None:
@@ -157,7 +168,6 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: dict) -> onnx.ModelP
         fixed = onnx.ModelProto()
         fixed.CopyFrom(model)
         model, inputs = fixed, _graph_inputs(fixed.graph)
-    unfixed = []            # (input, first free dim, what it is, an example shape with 1 for free dims)
     for inp in inputs:
         if not inp.type.HasField("tensor_type"):
             raise UnsupportedError(f"input '{inp.name}' is not a tensor (sequence/map inputs are not supported)")
@@ -172,17 +182,16 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: dict) -> onnx.ModelP
                 tt.shape.dim.add().dim_value = d
         if not tt.HasField("shape"):
             raise ModelError(f"input '{inp.name}' has no shape; give it with input_shapes={{'{inp.name}': (...)}}")
-        free = [(i, d) for i, d in enumerate(tt.shape.dim) if not d.HasField("dim_value")]
-        if free:
-            i, d = free[0]
-            unfixed.append((inp.name, i, f"symbolic ('{d.dim_param}')" if d.dim_param else "unknown",
-                            "x".join(str(e.dim_value) if e.HasField("dim_value") else "1" for e in tt.shape.dim)))
-    if unfixed:
-        name, i, what, _ = unfixed[0]
-        flags = " ".join(f"--input-shape {n}:{example}" for n, _, _, example in unfixed)
-        raise ModelError(f"input '{name}' dim {i} is {what}; aotc needs static shapes: pass input_shapes="
-                         f"{{{', '.join(repr(n) + ': (...)' for n, _, _, _ in unfixed)}}} (aotc compile: {flags})")
+        for i, d in enumerate(tt.shape.dim):     # a dynamic dim keeps its name; an unnamed one gets one
+            if not d.HasField("dim_value") and not d.dim_param:
+                d.dim_param = f"{inp.name}_dim{i}"
     return model
+
+
+def _input_dims(model) -> dict[str, list]:
+    """Input name -> its dims: ints, and the names of the dynamic ones."""
+    return {inp.name: [d.dim_value if d.HasField("dim_value") else d.dim_param
+                       for d in inp.type.tensor_type.shape.dim] for inp in _graph_inputs(model.graph)}
 
 
 def _elem_types(model) -> dict[str, int]:
@@ -293,8 +302,9 @@ class Ctx:
         except UnsupportedError:
             return None
 
-    def static_ints(self, v: Value, what: str = "input") -> list[int]:
-        return [int(x) for x in np.asarray(self.static(v, what)).reshape(-1)]
+    def static_ints(self, v: Value, what: str = "input") -> list:
+        """The integers of `v`; in a dynamic graph some may be sizes known only at run time (DimExprs)."""
+        return [x if isinstance(x, D.DimExpr) else int(x) for x in np.asarray(self.static(v, what)).reshape(-1)]
 
 
 def _convert(model: onnx.ModelProto, opset: int, big=()) -> Graph:
@@ -307,7 +317,8 @@ def _convert(model: onnx.ModelProto, opset: int, big=()) -> Graph:
         if inp.name in big_names:
             continue
         tt = inp.type.tensor_type
-        env[inp.name] = b.input(inp.name, [d.dim_value for d in tt.shape.dim], ONNX_DTYPES[tt.elem_type])
+        env[inp.name] = b.input(inp.name, [d.dim_value if d.HasField("dim_value") else D.sym(d.dim_param)
+                                           for d in tt.shape.dim], ONNX_DTYPES[tt.elem_type])
     for t in list(g.initializer) + list(big):
         env[t.name] = b.constant(numpy_helper.to_array(t), name=t.name, dtype=ONNX_DTYPES[t.data_type])
     inferred = {vi.name: vi.type.tensor_type for vi in list(g.value_info) + list(g.output)

@@ -27,6 +27,7 @@ import numpy as np
 from aotc.importers.expr import Ex
 from aotc.importers.onnx.ops import broadcast_to, convert, norm_axis, register, reshape, scalar
 from aotc.importers.onnx.shape_ops import _gather_elements
+from aotc.ir import dims as D
 from aotc.ir import dtypes
 from aotc.ir.graph import Value
 
@@ -41,7 +42,7 @@ def _norm_index(ctx, idx: Value, n: int) -> Ex:
 
 
 def _strides(shape) -> list[int]:
-    return [int(np.prod(shape[i + 1:])) for i in range(len(shape))]
+    return [D.prod(shape[i + 1:]) for i in range(len(shape))]
 
 
 def _to_last(ctx, x: Value, axis: int) -> tuple[Value, tuple]:
@@ -77,10 +78,10 @@ def _gather_nd(ctx, ins, at):
         lin = term if lin is None else lin + term
     if lin is None:
         lin = Ex(ctx, scalar(ctx, 0, dtypes.i64, lead))
-    kk = int(np.prod(inner))
+    kk = D.prod(inner)
     for d, st in enumerate(_strides(data.shape[:b])):
         lin = lin + Ex(ctx, _iota(ctx, lead, d)) * (st * kk)
-    flat = reshape(ctx, data, (int(np.prod(data.shape[:b + k])),) + rest)
+    flat = reshape(ctx, data, (D.prod(data.shape[:b + k]),) + rest)
     return ctx.add("gather", flat, lin.v, axis=0)
 
 
@@ -143,7 +144,7 @@ def _scatter_nd(ctx, ins, at):
     k = idx.shape[-1]
     lead = idx.shape[:-1]
     rest = data.shape[k:]
-    rsize = int(np.prod(rest))
+    rsize = D.prod(rest)
     lin = Ex(ctx, scalar(ctx, 0, dtypes.i64, lead))
     for j, st in enumerate(_strides(data.shape[:k])):
         start, limit = [0] * idx.type.rank, list(idx.shape)
@@ -330,8 +331,8 @@ def _tensor_scatter(ctx, ins, at):
     if upd.type.rank != r or any(u != p for i, (u, p) in enumerate(zip(upd.shape, shape)) if i != axis) \
             or upd.shape[axis] > shape[axis]:
         raise ctx.model_error(f"update {upd.type} does not fit past_cache {past.type} along axis {axis}")
-    b, q = shape[0], int(np.prod(shape[1:axis]))
-    m, s, rest = shape[axis], upd.shape[axis], int(np.prod(shape[axis + 1:]))
+    b, q = shape[0], D.prod(shape[1:axis])
+    m, s, rest = shape[axis], upd.shape[axis], D.prod(shape[axis + 1:])
     grid = (b, q, m, rest)
     if len(ins) > 2 and ins[2] is not None:
         w = ctx.add("broadcast_in_dim", convert(ctx, reshape(ctx, ins[2], (b,)), dtypes.i64), shape=grid,

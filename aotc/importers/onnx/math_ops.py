@@ -12,6 +12,7 @@ import numpy as np
 
 from aotc.importers.expr import Ex
 from aotc.importers.onnx.ops import broadcast_to, convert, norm_axis, register, reshape, scalar
+from aotc.ir import dims as D
 from aotc.ir import dtypes
 from aotc.ir.graph import Value
 
@@ -168,7 +169,7 @@ def _det(ctx, ins, at):
     lead, n = x.shape[:-2], x.shape[-1]
     if n > MAX_DET_N:
         raise ctx.fail(f"Det of {n} x {n} matrices (supported: n <= {MAX_DET_N}; the elimination is unrolled)")
-    bsz = int(np.prod(lead))
+    bsz = D.prod(lead)
     wide = dtypes.f32 if x.dtype in (dtypes.f16, dtypes.bf16) else x.dtype
     a = convert(ctx, reshape(ctx, x, (bsz, n, n)), wide)
     det = Ex(ctx, scalar(ctx, 1, wide, (bsz,)))

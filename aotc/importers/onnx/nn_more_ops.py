@@ -19,6 +19,7 @@ from aotc.importers.expr import Ex
 from aotc.importers.onnx.nn_ops import _conv, _matmul, _moments, _window
 from aotc.importers.onnx.ops import broadcast_to, convert, norm_axis, register, reshape, scalar
 from aotc.importers.onnx.resize import _resize
+from aotc.ir import dims as D
 from aotc.ir import dtypes
 from aotc.ir.graph import Value
 
@@ -29,7 +30,7 @@ def _group_norm(ctx, ins, at):
     g = at["num_groups"]
     n, c = x.shape[:2]
     xc = convert(ctx, x, dtypes.f32) if at.get("stash_type", 1) == 1 else x
-    xg = reshape(ctx, xc, (n, g, int(np.prod(x.shape[1:])) // g))
+    xg = reshape(ctx, xc, (n, g, D.prod(x.shape[1:]) // g))
     _, _, y = _moments(ctx, xg, (2,), at.get("epsilon", 1e-5))
     y = convert(ctx, reshape(ctx, y.v, x.shape), x.dtype)
 

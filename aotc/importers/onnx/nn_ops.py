@@ -12,6 +12,7 @@ import numpy as np
 
 from aotc.importers.expr import Ex
 from aotc.importers.onnx.ops import CHECKS, broadcast_to, convert, norm_axis, register, reshape, reverse, scalar
+from aotc.ir import dims as D
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Value
 
@@ -51,7 +52,7 @@ def _matmul(ctx, ins, at):
         batch = a.shape[:-2]
     else:
         try:
-            batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            batch = D.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         except ValueError:
             raise ctx.model_error(f"batch dims of {a.type} and {b.type} do not broadcast") from None
         a, b = broadcast_to(ctx, a, batch + a.shape[-2:]), broadcast_to(ctx, b, batch + b.shape[-2:])
@@ -232,9 +233,9 @@ def _max_pool_indices(ctx, x: Value, y: Value, attrs, storage_order: int) -> Val
     highs = [max(0, nd - lo - d) for nd, lo, d in zip(need, lows, sp)]
     xp = ctx.add("pad", x, scalar(ctx, -np.inf, x.dtype), low=(0, 0) + tuple(lows), high=(0, 0) + tuple(highs))
     # flat index strides of the input, spatial order per storage_order (0 row-major, 1 column-major)
-    sp_strides = [int(np.prod(sp[i + 1:])) for i in range(nsp)] if storage_order == 0 else \
-        [int(np.prod(sp[:i])) for i in range(nsp)]
-    plane = int(np.prod(sp))
+    sp_strides = [D.prod(sp[i + 1:]) for i in range(nsp)] if storage_order == 0 else \
+        [D.prod(sp[:i]) for i in range(nsp)]
+    plane = D.prod(sp)
     i64 = dtypes.i64
     base = ctx.add("add", ctx.add("mul", ctx.add("iota", shape=y.shape, dimension=0, dtype="i64"),
                                   scalar(ctx, c * plane, i64, y.shape)),
@@ -455,7 +456,7 @@ def _hardmax(ctx, ins, at):
     r = x.type.rank
     if ctx.opset < 13:   # coerced to 2-D at `axis`
         axis = norm_axis(ctx, at.get("axis", 1), r)
-        x2 = reshape(ctx, x, (int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))))
+        x2 = reshape(ctx, x, (D.prod(x.shape[:axis]), D.prod(x.shape[axis:])))
         return reshape(ctx, _hardmax_1(ctx, x2, 1), x.shape)
     return _hardmax_1(ctx, x, norm_axis(ctx, at.get("axis", -1), r))
 

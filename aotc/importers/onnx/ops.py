@@ -30,6 +30,7 @@ import numpy as np
 
 from aotc.importers.expr import Ex
 from aotc.importers.registry import ConverterTable
+from aotc.ir import dims as D
 from aotc.ir import dtypes
 from aotc.ir.dtypes import DType
 from aotc.ir.graph import Value
@@ -51,7 +52,7 @@ def norm_axis(ctx, axis: int, rank: int) -> int:
 
 def broadcast_to(ctx, v: Value, shape) -> Value:
     """Numpy-style (right-aligned) broadcast of `v` to `shape`."""
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(D.as_dim(d) for d in shape)
     if v.shape == shape:
         return v
     r = len(shape) - len(v.shape)
@@ -62,7 +63,9 @@ def broadcast_to(ctx, v: Value, shape) -> Value:
 
 def broadcast(ctx, *vs: Value) -> list[Value]:
     try:
-        shape = np.broadcast_shapes(*(v.shape for v in vs))
+        shape = D.broadcast_shapes(*(v.shape for v in vs))
+    except D.DynamicDecisionError as e:
+        raise ctx.fail(str(e)) from None
     except ValueError:
         raise ctx.model_error(f"operands {[str(v.type) for v in vs]} do not broadcast") from None
     return [broadcast_to(ctx, v, shape) for v in vs]
@@ -73,7 +76,7 @@ def scalar(ctx, value, dtype: DType, shape=()) -> Value:
 
 
 def reshape(ctx, v: Value, shape) -> Value:
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(D.as_dim(d) for d in shape)
     return v if v.shape == shape else ctx.add("reshape", v, shape=shape)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from aotc.importers.expr import Ex
 from aotc.importers.onnx.ops import broadcast_to, convert, norm_axis, register, reshape, reverse, scalar
+from aotc.ir import dims as D
 from aotc.ir import dtypes
 from aotc.ir.graph import Value
 
@@ -38,15 +39,25 @@ def _constant(ctx, ins, at):
     return ctx.const(np.array(at[kind], dt.np), dt)
 
 
+def _sizes(ctx, values) -> Value:
+    """A 1-D i64 tensor of sizes: a constant, or `dim_values` where some are dynamic."""
+    if all(D.is_static(x) for x in values):
+        return ctx.const(np.array(values, np.int64), dtypes.i64)
+    return ctx.add("dim_values", values=tuple(values))
+
+
 @register("Shape")
 def _shape(ctx, ins, at):
     shape = ins[0].shape
-    return ctx.const(np.array(shape[at.get("start", 0):at.get("end", len(shape))], np.int64), dtypes.i64)
+    return _sizes(ctx, list(shape[at.get("start", 0):at.get("end", len(shape))]))
 
 
 @register("Size")
 def _size(ctx, ins, at):
-    return ctx.const(np.array(ins[0].type.size, np.int64), dtypes.i64)
+    size = ins[0].type.size
+    if D.is_static(size):
+        return ctx.const(np.array(size, np.int64), dtypes.i64)
+    return reshape(ctx, _sizes(ctx, [size]), [])
 
 
 @register("ConstantOfShape")
@@ -59,9 +70,18 @@ def _constant_of_shape(ctx, ins, at):
 @register("Range")
 def _range(ctx, ins, at):
     start, limit, delta = (np.asarray(ctx.static(v, name)).item() for v, name in zip(ins, ("start", "limit", "delta")))
-    n = max(int(math.ceil((limit - start) / delta)), 0)
     dt = ins[0].dtype
-    return ctx.const((start + np.arange(n) * delta).astype(dt.np), dt)
+    if all(D.is_static(x) for x in (start, limit, delta)):
+        n = max(int(math.ceil((limit - start) / delta)), 0)
+        return ctx.const((start + np.arange(n) * delta).astype(dt.np), dt)
+    if not (D.is_static(delta) and delta > 0 and not dt.is_float):     # positions 0..seq, past..past+seq
+        raise ctx.fail("a Range with dynamic bounds needs an integer type and a constant positive delta")
+    n = D.dmax(D.ceildiv(limit - start, int(delta)), 0)
+    ramp = Ex(ctx, ctx.add("iota", shape=(n,), dimension=0, dtype=dt.name)) * int(delta)
+    if D.is_static(start) and start == 0:
+        return ramp.v
+    first = convert(ctx, reshape(ctx, _sizes(ctx, [start]), ()), dt)
+    return (ramp + Ex(ctx, broadcast_to(ctx, first, (n,)))).v
 
 
 @register("Reshape")
@@ -71,11 +91,15 @@ def _reshape(ctx, ins, at):
     if not at.get("allowzero", 0):
         shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
     if -1 in shape:
-        known = int(np.prod([d for d in shape if d != -1]))
-        if known == 0 or x.type.size % known:
+        known = D.prod([d for d in shape if not (D.is_static(d) and d == -1)])
+        rest = D.mod(x.type.size, known) if not (D.is_static(known) and known == 0) else 1
+        if not D.is_static(rest):
+            raise ctx.fail(f"reshape of {x.type} to {shape}: whether the dims divide depends on the "
+                           f"dynamic dims' values")
+        if rest:
             raise ctx.model_error(f"cannot reshape {x.type} to {shape}")
-        shape[shape.index(-1)] = x.type.size // known
-    if int(np.prod(shape)) != x.type.size:
+        shape[shape.index(-1)] = D.floordiv(x.type.size, known)
+    if D.prod(shape) != x.type.size:
         raise ctx.model_error(f"cannot reshape {x.type} to {shape}")
     return reshape(ctx, x, shape)
 
@@ -85,7 +109,7 @@ def _flatten(ctx, ins, at):
     x = ins[0]
     axis = at.get("axis", 1)
     axis = axis + x.type.rank if axis < 0 else axis   # in [-r, r]
-    return reshape(ctx, x, (int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))))
+    return reshape(ctx, x, (D.prod(x.shape[:axis]), D.prod(x.shape[axis:])))
 
 
 def _axes_arg(ctx, ins, at, since: int):
@@ -150,8 +174,8 @@ def _slice(ctx, ins, at):
         if k == 0:
             raise ctx.model_error("slice step 0")
         if k > 0:
-            s, e = min(max(s, 0), d), min(max(e, 0), d)
-            start[a], limit[a], stride[a] = s, max(s, e), k
+            s, e = D.dmin(D.dmax(s, 0), d), D.dmin(D.dmax(e, 0), d)
+            start[a], limit[a], stride[a] = s, D.dmax(s, e), k
         else:   # negative step: slice the covered range ascending, then reverse it
             s, e = min(max(s, 0), d - 1), min(max(e, -1), d - 1)
             n = (s - e - k - 1) // -k if s > e else 0
@@ -229,7 +253,9 @@ def _expand(ctx, ins, at):
     x = ins[0]
     shape = ctx.static_ints(ins[1], "shape")
     try:
-        out = np.broadcast_shapes(x.shape, tuple(shape))
+        out = D.broadcast_shapes(x.shape, tuple(shape))
+    except D.DynamicDecisionError as e:
+        raise ctx.fail(str(e)) from None
     except ValueError:
         raise ctx.model_error(f"cannot expand {x.type} to {shape}") from None
     return broadcast_to(ctx, x, out)

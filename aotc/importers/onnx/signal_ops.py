@@ -26,6 +26,7 @@ import numpy as np
 
 from aotc.importers.expr import Ex
 from aotc.importers.onnx.ops import register
+from aotc.ir import dims as D
 from aotc.ir.graph import Value
 
 MAX_MATRIX = 1 << 24    # elements of one DFT matrix (64 MB in f32)
@@ -90,7 +91,7 @@ def dft(ctx, x: Value, axis: int, n: int, inverse: bool, onesided: bool) -> Valu
     if n < 1:
         raise ctx.model_error(f"dft_length must be >= 1, got {n}")
     rows = min(x.shape[axis], n // 2 + 1 if inverse and onesided else n)
-    size = int(np.prod(_matrix_shape(rows, c_in, n, inverse, onesided)))
+    size = D.prod(_matrix_shape(rows, c_in, n, inverse, onesided))
     if size > MAX_MATRIX:
         raise ctx.fail(f"dft_length {n} over {rows} input rows needs a DFT matrix of {size} elements "
                        f"(limit {MAX_MATRIX}): aotc lowers DFT to a dense matrix product")
