@@ -18,6 +18,7 @@ import math
 
 from aotc.fusion.region import ChainPayload, Region, region_inputs
 from aotc.fusion.rules.chain import MAX_PER_IMAGE, MAX_POOLED_PER_IMAGE
+from aotc.ir.dims import is_static
 
 
 def merge_tiny_chains(regions: list[Region], users, producer, outputs, position) -> list[Region]:
@@ -46,7 +47,9 @@ def merge_tiny_chains(regions: list[Region], users, producer, outputs, position)
 
 
 def _small(v) -> bool:
-    return v.type.rank >= 1 and math.prod(v.shape[1:]) <= MAX_PER_IMAGE
+    """Few values per image, known at compile time (a dynamic per-image size never chains)."""
+    per = math.prod(v.shape[1:]) if v.type.rank >= 1 else None
+    return per is not None and is_static(per) and per <= MAX_PER_IMAGE
 
 
 def _head(r: Region, users, outputs) -> bool:
@@ -55,7 +58,8 @@ def _head(r: Region, users, outputs) -> bool:
         return False
     if r.kind == "reduction":
         x = r.anchor.inputs[0]
-        return x.shape[0] == r.root.shape[0] and math.prod(x.shape[1:]) <= MAX_POOLED_PER_IMAGE
+        pooled = math.prod(x.shape[1:])
+        return x.shape[0] == r.root.shape[0] and is_static(pooled) and pooled <= MAX_POOLED_PER_IMAGE
     return _gemv(r)
 
 

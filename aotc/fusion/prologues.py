@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from aotc.fusion.rules.conv import MAX_FUSED_CONV_K, depthwise_project_fits, staged_depthwise
 from aotc.fusion.rules.gemm import lhs_loaded_once, pointwise_conv
+from aotc.ir import dims as D
 from aotc.ir import ops
 from aotc.ir.graph import Node, Value
 from aotc.ir.walk import walk
@@ -45,7 +46,7 @@ def _reads_one_tensor(v: Value, users, producer, outputs) -> bool:
         if exclusive and ops.category(p.op) == ops.ELEMENTWISE and w.shape == v.shape:
             chain.add(p)
             yield from p.inputs
-        elif w.type.size >= v.type.size and not _broadcast_of_smaller(w, v.type.size, producer):
+        elif D.upper(w.type.size) >= D.upper(v.type.size) and not _broadcast_of_smaller(w, v.type.size, producer):
             big.append(w)
 
     walk([v], up)
@@ -56,10 +57,12 @@ def _reads_one_tensor(v: Value, users, producer, outputs) -> bool:
 
 
 def _broadcast_of_smaller(w: Value, size: int, producer) -> bool:
-    """`w` is index math (broadcast, transpose, reshape) over a tensor of fewer than `size` elements."""
+    """`w` is index math (broadcast, transpose, reshape) over a tensor of fewer than `size` elements.
+
+    Dynamic sizes compare at the top of their ranges (a heuristic, not a correctness question)."""
     p = producer.get(w)
     while p is not None and p.op in ("broadcast_in_dim", "transpose", "reshape"):
-        if p.inputs[0].type.size < size:
+        if D.upper(p.inputs[0].type.size) < D.upper(size):
             return True
         p = producer.get(p.inputs[0])
     return False

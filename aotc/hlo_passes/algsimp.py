@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from aotc.hlo_passes.rewrite import Rewriter
+from aotc.ir import dims as D
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Node, Value
 
@@ -230,7 +231,7 @@ class _Simplifier:
         """An injective op of a constant-valued tensor: a broadcast of one 0-d constant."""
         out = n.outputs[0]
         s = self.rw.splat(x)
-        if s is None or out.type.size <= 1:
+        if s is None or D.upper(out.type.size) <= 1:
             return None
         p = self.producer(x)
         src = self.rw.get(p.inputs[0]) if p is not None and p.op == "broadcast_in_dim" else None

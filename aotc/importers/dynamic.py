@@ -48,7 +48,9 @@ def resolve_ranges(input_dims: dict[str, list], dynamic: dict) -> dict[str, DimR
             "dynamic dim(s) without a range: " + "; ".join(f"{n} ({', '.join(where[n])})" for n in missing)
             + ". Pass " + " ".join(f"--dynamic {n}=MIN..MAX" for n in missing)
             + " (Python: dynamic={" + ", ".join(f"'{n}': (MIN, MAX)" for n in missing) + "})"
-            + ", or pin them with --input-shape")
+            + ", or pin them: " + " ".join(
+                f"--input-shape {inp}:{'x'.join(str(d) if isinstance(d, int) else '1' for d in dims)}"
+                for inp, dims in input_dims.items() if any(isinstance(d, str) for d in dims)))
     return {n: parse_range(n, dynamic[n]) for n in sorted(where)}
 
 

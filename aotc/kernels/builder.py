@@ -194,8 +194,8 @@ class KernelBuilder:
         name = f"aotc_{kind}_{digest}"
         text = text.replace(_NAME_MARK, name)
         region = self.region
-        nbytes = D.upper(sum(touched_bytes(v, region.nodes) for v in self.params) + region.root.type.nbytes
-                         + sum(v.type.nbytes for v in region.extra_roots))
+        nbytes = sum(touched_bytes(v, region.nodes) for v in self.params) + region.root.type.max_nbytes \
+            + sum(v.type.max_nbytes for v in region.extra_roots)
         flops = sum(ops.node_flops(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs])
                     for n in region.nodes)
         return Kernel(name, text, self.params + [region.root], tuple(grid), tuple(block), smem,
@@ -228,7 +228,8 @@ def _linear_offset(index, shape) -> int:
 
 
 def touched_bytes(v: Value, nodes) -> int:
-    """Bytes of input `v` a kernel reads: the rows a gather picks or a slice keeps, else all of v.
+    """Bytes of input `v` a kernel reads: the rows a gather picks or a slice keeps, else all of v
+    (at the top of the ranges for a dynamic shape).
 
     An embedding lookup reads seq rows of a 50k-row table, an LSTM step one
     time slice; counting the whole tensor would overstate their traffic 100x.
@@ -237,8 +238,8 @@ def touched_bytes(v: Value, nodes) -> int:
     partial = all((n.op == "gather" and n.inputs[0] is v and v not in n.inputs[1:]) or n.op == "slice"
                   for n in users)
     if not users or not partial:
-        return v.type.nbytes
-    return min(v.type.nbytes, sum(n.outputs[0].type.size for n in users) * v.dtype.itemsize)
+        return v.type.max_nbytes
+    return min(v.type.max_nbytes, D.upper(sum(n.outputs[0].type.size for n in users) * v.dtype.itemsize))
 
 
 # -- shared by several families: reductions (reduce, window, chain), GEMM operands and epilogues

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from aotc.ir import dims as D
 from aotc.kernels.builder import MAX_GRID, Kernel, KernelBuilder, unravel
 from aotc.patterns.attention import free_dim
 
@@ -45,6 +46,6 @@ def generate_attention(b: KernelBuilder) -> Kernel:
     b.store_root(em_e, b.root_index(em_e, list(batch_idx) + ["i", "d"]))
     slots = dict(batch_index=em_b.text(), load_q=load_q, load_k=load_k, load_v=load_v, score=em_s.text(),
                  epilogue=em_e.text(), nbatch=nbatch, sq=m.sq, sk=m.sk, dh=m.dh, dv=m.dv,
-                 dv_per_lane=math.ceil(m.dv / 32))
-    tiles = nbatch * math.ceil(m.sq / 8)
-    return b.finish("attention", slots, (max(1, min(tiles, MAX_GRID)), 1, 1), (256, 1, 1))
+                 dv_per_lane=D.ceildiv(m.dv, 32))
+    tiles = nbatch * D.ceildiv(m.sq, 8)
+    return b.finish("attention", slots, (D.dmax(1, D.dmin(tiles, MAX_GRID)), 1, 1), (256, 1, 1))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+from aotc.ir import dims as D
 from aotc.fusion.region import ConvPayload
 from aotc.fusion.rules.conv import DW_BLOCK, channel_tile, depthwise_node_fits, depthwise_project_fits
 from aotc.fusion.rules.conv import depthwise_tile as _depthwise_tile
@@ -80,7 +81,7 @@ def generate_implicit_gemm(b: KernelBuilder) -> Kernel:
     wtap = unravel(emb, "bk", kshape, "Bk")
     emb.emit(f"bv = {emb.value(w, ['bn'] + wtap)};")
     epi = dot_epilogue(b, [], mshape, nshape, M, N, indent=5 if mma or tf32 else 4)
-    grid = (math.ceil(N / 64), math.ceil(M / 64), 1)
+    grid = (D.ceildiv(N, 64), D.ceildiv(M, 64), 1)
     if tf32:
         slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K,
                      to_elt="aotc_tf32")
@@ -138,7 +139,7 @@ def _staging(b: KernelBuilder, conv, tile=None, indent: int = 3):
     emw = b.emitter(indent=indent)
     emw.emit(f"v = {rnd}({emw.value(w, ['c', 'ky', 'kx', '0'])});")
     slots = dict(load_x=load_x, load_w=emw.text(), th=th, tw=tw, ih=ih, iw=iw,
-                 tc=tc, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, ph=ph, pw=pw, tiles_w=math.ceil(out.shape[2] / tw),
+                 tc=tc, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, ph=ph, pw=pw, tiles_w=D.ceildiv(out.shape[2], tw),
                  height=x.shape[1], width=x.shape[2], chans=chans, out_h=out.shape[1], out_w=out.shape[2],
                  block=DW_BLOCK, lanes=DW_BLOCK // tc)
     return slots       # both depthwise templates include the staging loops (depthwise_stage.part)
@@ -152,7 +153,7 @@ def generate_depthwise(b: KernelBuilder) -> Kernel:
     epi = b.emitter(indent=2, overrides={out: "acc"})
     b.store_root(epi, b.root_index(epi, ["n", "oh", "ow", "c"]))
     slots["epilogue"] = epi.text()
-    grid = (math.ceil(oh_n / slots["th"]) * slots["tiles_w"], math.ceil(chans / slots["tc"]), n_img)
+    grid = (D.ceildiv(oh_n, slots["th"]) * slots["tiles_w"], D.ceildiv(chans, slots["tc"]), n_img)
     return b.finish("depthwise", slots, grid, (DW_BLOCK, 1, 1))
 
 
@@ -179,13 +180,13 @@ def generate_depthwise_project(b: KernelBuilder) -> Kernel:
     epi = dot_epilogue(b, [], [n_img, oh, ow], [outs], n_img * oh * ow, outs, indent=3)
     pixels = tile[0] * tile[1]
     fixup = instantiate("depthwise_project_split.part", dict(
-        splits=splits, tile_outs=pixels * outs, reps=math.ceil(pixels * outs / DW_BLOCK), block=DW_BLOCK),
+        splits=splits, tile_outs=pixels * outs, reps=D.ceildiv(pixels * outs, DW_BLOCK), block=DW_BLOCK),
         indent=2) if splits > 1 else ""
     stage = (slots["ih"] * slots["iw"] + slots["kh"] * slots["kw"]) * slots["tc"]
     slots.update(dw_value=emd.text(), load_wp=emp.text(), epilogue=epi.text(), oc=outs, splits=splits,
-                 per_split=per * slots["tc"], chunks=per, reps=math.ceil(pixels * outs / DW_BLOCK),
+                 per_split=per * slots["tc"], chunks=per, reps=D.ceildiv(pixels * outs, DW_BLOCK),
                  stage_floats=stage, smem_floats=stage + pixels * (slots["tc"] + 1), split_fixup=fixup)
-    grid = (math.ceil(oh / tile[0]) * slots["tiles_w"], splits, n_img)
+    grid = (D.ceildiv(oh, tile[0]) * slots["tiles_w"], splits, n_img)
     return b.finish("depthwise_project", slots, grid, (DW_BLOCK, 1, 1),
                     split=(splits, workspace, tiles) if splits > 1 else None)
 

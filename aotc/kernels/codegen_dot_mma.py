@@ -9,7 +9,6 @@ they are staged, exactly as the op table's reference rounds them.
 """
 from __future__ import annotations
 
-import math
 
 from aotc.fusion.region import GatedPayload
 from aotc.ir import dims as D

@@ -20,8 +20,8 @@ and stores the root and any extra roots (an LSTM's c_t beside h_t).
 """
 from __future__ import annotations
 
-import math
 
+from aotc.ir import dims as D
 from aotc.kernels.builder import unravel
 from aotc.kernels.emitter import Emitter, linear, store_expr
 from aotc.kernels.template import instantiate
@@ -43,7 +43,7 @@ def _slots(k: int) -> int:
 def gated_width(f: int, k: int = 2) -> int:
     """Kernel columns for F output columns: 64/slots columns of each gate per 64-column block."""
     per = 64 // _slots(k)
-    return _slots(k) * math.ceil(f / per) * per
+    return _slots(k) * D.ceildiv(f, per) * per
 
 
 def gated_b_load(emit_load, layout: str, f: int, idx_t: str, indent: int, k: int = 2) -> str:
