@@ -21,6 +21,7 @@ from aotc.importers.expr import Ex
 from aotc.importers.stablehlo import mlir as M
 from aotc.importers.stablehlo.importer import CHECKS, CONVERTERS, UNSUPPORTED, register
 from aotc.importers.stablehlo.ops import bcast, convert, full, transpose
+from aotc.ir import dims as D
 from aotc.ir import dtypes
 
 _COMPLEX = "complex element types are not supported"
@@ -59,8 +60,19 @@ def _broadcast_check(op):
 
 
 def _broadcasting(cx, ins):
-    shape = cx.out_type()[0]
-    ins = [bcast(cx, v, shape, _operand_dims(cx.op, i, v.type.rank, len(shape))) for i, v in enumerate(ins)]
+    rank = len(M.tensor_type(cx.op.results[0].type, "result")[0])
+    dims = [_operand_dims(cx.op, i, v.type.rank, rank) for i, v in enumerate(ins)]
+    aligned = []    # each operand's shape at the result's rank, 1 where it has no dim
+    for v, ds in zip(ins, dims):
+        full_shape = [1] * rank
+        for i, d in zip(range(v.type.rank), ds):
+            full_shape[d] = v.shape[i]
+        aligned.append(tuple(full_shape))
+    try:
+        shape = cx.out_shape(0, D.broadcast_shapes(*aligned))
+    except D.DynamicDecisionError as e:
+        raise cx.fail(str(e)) from None
+    ins = [bcast(cx, v, shape, ds) for v, ds in zip(ins, dims)]
     return CONVERTERS[BROADCASTING[cx.name.removeprefix("chlo.broadcast_")]](cx, ins)
 
 
@@ -69,12 +81,12 @@ register(*(f"chlo.broadcast_{n}" for n in BROADCASTING), check=_broadcast_check)
 
 @register("chlo.constant")
 def _constant(cx, ins):
-    return cx.const(M.elements_to_numpy(cx.op.attributes["value"]), cx.out_type()[1])
+    return cx.const(M.elements_to_numpy(cx.op.attributes["value"]), cx.out_dtype())
 
 
 @register("chlo.constant_like")
 def _constant_like(cx, ins):
-    shape, dt = cx.out_type()
+    shape, dt = ins[0].shape, cx.out_dtype()
     value = M.attr(cx.op, "value")
     v = value.value if hasattr(value, "value") else M.elements_to_numpy(value).reshape(-1)[0]
     return bcast(cx, cx.scalar(v, dt), shape, ())
@@ -171,7 +183,7 @@ def _ragged_dot(cx, ins):
     d = _ragged_dims(cx.op)
     lhs, rhs, sizes = ins
     lc, rc, rg = d["lhs_contracting_dimensions"][0], d["rhs_contracting_dimensions"][0], d["rhs_group_dimensions"][0]
-    out_shape, out_dt = cx.out_type()
+    out_dt = cx.out_dtype()
     lhs = transpose(cx, lhs, (1 - lc, lc))
     rhs = transpose(cx, rhs, (rg, rc, 3 - rg - rc))
     m, g, n = lhs.shape[0], rhs.shape[0], rhs.shape[2]

@@ -1,11 +1,13 @@
-"""StableHLO's dynamism ops, accepted when their shapes are static after all.
+"""StableHLO's dynamism ops: shapes given as operands, evaluated at import time (sizes may be symbolic dims).
 
-dynamic_reshape / dynamic_broadcast_in_dim / dynamic_iota carry the result
-shape as an operand; when the result TYPE is static (the pre-scan rejects
-dynamic types) that operand says nothing new, so they are their static
-counterparts. dynamic_pad / dynamic_conv / dynamic_gather take paddings or
-slice sizes as operands: those must be computable at import time (constants,
-or arithmetic on constants), because aotc's shapes are static.
+dynamic_reshape / dynamic_broadcast_in_dim / dynamic_iota / real_dynamic_slice
+carry the result shape (or slice bounds) as tensors. jax.export computes them
+from the symbolic dims (`get_dimension_size`, then i32 arithmetic and
+concatenation); `cx.static` evaluates that arithmetic now, with DimExprs for
+the dynamic dims (aotc/ir/dims.py), so each op becomes its static counterpart
+on a shape that may name dynamic dims. dynamic_pad / dynamic_conv /
+dynamic_gather take paddings or slice sizes the same way. A shape that depends
+on tensor data (not just dims) is refused.
 """
 from __future__ import annotations
 
@@ -15,27 +17,52 @@ from aotc.importers.stablehlo import mlir as M
 from aotc.importers.stablehlo.importer import register
 from aotc.importers.stablehlo.index_ops import _gather
 from aotc.importers.stablehlo.nn_ops import _convolution
-from aotc.importers.stablehlo.ops import _iota, bcast, pad, reshape
+from aotc.importers.stablehlo.ops import bcast, pad, reshape
+from aotc.ir import dims as D
+
+
+def _sizes(cx, v, what: str) -> list:
+    """The elements of a shape/index operand: ints and DimExprs."""
+    s = cx.static(v)
+    if s is None:
+        raise cx.fail(f"{what} must be computable at import time from constants and the dims "
+                      "(it depends on tensor data)")
+    return [D.as_dim(x.item() if isinstance(x, np.generic) else x) for x in np.asarray(s).reshape(-1)]
 
 
 def _static_ints(cx, v, what: str) -> list[int]:
-    s = cx.static(v)
-    if s is None:
-        raise cx.fail(f"{what} must be computable at import time (aotc shapes are static)")
-    return [int(x) for x in np.asarray(s).reshape(-1)]
+    out = _sizes(cx, v, what)
+    if not all(D.is_static(x) for x in out):
+        raise cx.fail(f"{what} must not depend on the dynamic dims")
+    return out
 
 
 @register("stablehlo.dynamic_reshape")
 def _dynamic_reshape(cx, ins):
-    return reshape(cx, ins[0], cx.out_type()[0])
+    return reshape(cx, ins[0], cx.out_shape(0, _sizes(cx, ins[1], "output_shape")))
 
 
 @register("stablehlo.dynamic_broadcast_in_dim")
 def _dynamic_broadcast_in_dim(cx, ins):
-    return bcast(cx, ins[0], cx.out_type()[0], M.ints(cx.op, "broadcast_dimensions"))
+    shape = cx.out_shape(0, _sizes(cx, ins[1], "output_dimensions"))
+    return bcast(cx, ins[0], shape, M.ints(cx.op, "broadcast_dimensions"))
 
 
-register("stablehlo.dynamic_iota")(_iota)        # the output_shape operand is static: the result type has it
+@register("stablehlo.dynamic_iota")
+def _dynamic_iota(cx, ins):
+    shape = cx.out_shape(0, _sizes(cx, ins[0], "output_shape"))
+    return cx.add("iota", shape=shape, dimension=M.scalar(cx.op, "iota_dimension"), dtype=cx.out_dtype().name)
+
+
+@register("stablehlo.real_dynamic_slice")
+def _real_dynamic_slice(cx, ins):
+    x = ins[0]
+    start, limit, stride = (_sizes(cx, v, w) for v, w in zip(ins[1:], ("start_indices", "limit_indices", "strides")))
+    if not all(D.is_static(s) and s >= 1 for s in stride):
+        raise cx.fail(f"strides {stride} must be positive constants")
+    start = [D.dmin(D.dmax(s, 0), n) for s, n in zip(start, x.shape)]
+    limit = [D.dmin(D.dmax(e, s), n) for s, e, n in zip(start, limit, x.shape)]
+    return cx.add("slice", x, start=tuple(start), limit=tuple(limit), stride=tuple(stride))
 
 
 @register("stablehlo.dynamic_pad")
@@ -47,7 +74,7 @@ def _dynamic_pad(cx, ins):
 
 @register("stablehlo.dynamic_gather")
 def _dynamic_gather(cx, ins):
-    return _gather(cx, ins, sizes=tuple(_static_ints(cx, ins[2], "slice_sizes")))
+    return _gather(cx, ins, sizes=tuple(_sizes(cx, ins[2], "slice_sizes")))
 
 
 def _dynamic_conv_check(op):

@@ -33,7 +33,10 @@ import numpy as np
 from aotc.errors import ModelError, UnsupportedError, VerifyError
 from aotc.importers.registry import ConverterTable
 from aotc.importers.stablehlo import mlir as M
+from aotc.importers.dynamic import resolve_ranges
+from aotc.importers.stablehlo.symbolic_dims import input_shapes
 from aotc.importers.static_values import StaticValues
+from aotc.ir.dims import dim_ranges
 from aotc.ir.dtypes import DType
 from aotc.ir.graph import Graph, GraphBuilder, Value
 
@@ -54,8 +57,13 @@ def load_converters():
                                           scatter_ops, sort_ops, special_ops)
 
 
-def import_stablehlo(model: str | bytes | os.PathLike) -> Graph:
-    """Convert a StableHLO program (path or bytes, any of the accepted forms) to a Graph."""
+def import_stablehlo(model: str | bytes | os.PathLike, dynamic: dict | None = None) -> Graph:
+    """Convert a StableHLO program (path or bytes, any of the accepted forms) to a Graph.
+
+    `?` dims of the entry function's arguments become dynamic dims (symbolic_dims.py names
+    them: as in jax.export's symbolic shapes where the program says, else `<input>_dim<i>`);
+    `dynamic` gives each its range (name -> (min, max[, divisor])).
+    """
     load_converters()
     from jaxlib.mlir import ir
     data, name = _read(model)
@@ -66,13 +74,13 @@ def import_stablehlo(model: str | bytes | os.PathLike) -> Graph:
                  if op.operation.name == "func.func"}
         main = _entry(funcs)
         _prescan(main, funcs)
-        return _convert(main, funcs, exported, name)
+        return _convert(main, funcs, exported, name, dynamic or {})
 
 
 def _read(model) -> tuple[bytes, str]:
     if isinstance(model, (bytes, bytearray, memoryview)):
         return bytes(model), "main"
-    if isinstance(model, str) and not os.path.exists(model) and model.lstrip().startswith(("module", "func.func")):
+    if isinstance(model, str) and M.is_text(model[:64].encode()) and (len(model) > 4096 or not os.path.exists(model)):
         return model.encode(), "main"
     p = Path(model)
     if not p.exists():
@@ -183,7 +191,22 @@ class Ctx:
         return UnsupportedError(f"{where(self.op)}: {reason}")
 
     def out_type(self, i: int = 0) -> tuple[tuple[int, ...], DType]:
-        return M.tensor_type(self.op.results[i].type, f"result {i}")
+        """Result i's static shape and dtype; a dynamic (`?`) dim needs the converter's own rule (out_shape)."""
+        shape, dt = M.tensor_type(self.op.results[i].type, f"result {i}")
+        if None in shape:
+            raise self.fail(f"result {i} has dynamic dims ({self.op.results[i].type}) that aotc cannot infer "
+                            "for this op")
+        return shape, dt
+
+    def out_dtype(self, i: int = 0) -> DType:
+        return M.tensor_type(self.op.results[i].type, f"result {i}")[1]
+
+    def out_shape(self, i: int, derived) -> tuple:
+        """Result i's shape: the type's static dims, `derived`'s (ints or DimExprs) where the type says `?`."""
+        shape, _ = M.tensor_type(self.op.results[i].type, f"result {i}")
+        if len(derived) != len(shape):
+            raise self.fail(f"result {i} has rank {len(shape)} but its shape operand has {len(derived)} dims")
+        return tuple(d if s is None else s for s, d in zip(shape, derived))
 
     def add(self, op: str, *inputs: Value, **attrs) -> Value:
         return self.b.add(op, *inputs, name=self.name.split(".")[-1], **attrs)
@@ -199,17 +222,21 @@ class Ctx:
         return self._values.evaluate(v)[0]
 
 
-def _convert(main, funcs: dict, exported, name: str) -> Graph:
+def _convert(main, funcs: dict, exported, name: str, dynamic: dict) -> Graph:
     b = GraphBuilder(name)
     blk = main.regions[0].blocks[0]
     in_names = _input_names(blk.arguments, exported)
-    args = []
-    for a, n in zip(blk.arguments, in_names):
-        shape, dt = M.tensor_type(a.type, f"argument {n}")
-        args.append(b.input(n, shape, dt))
+    shapes = input_shapes(main, funcs, exported, in_names)
+    ranges = resolve_ranges({n: [d if isinstance(d, int) else repr(d) for d in s] for n, s in zip(in_names, shapes)},
+                            dynamic)
+    args = [b.input(n, shape, M.tensor_type(a.type, f"argument {n}")[1])
+            for a, n, shape in zip(blk.arguments, in_names, shapes)]
     cx = Ctx(b, funcs)
-    outs = _run_block(cx, main.regions[0].blocks[0], args, {}, 0, f"@{_sym(main)}")
-    return b.build(outs, _output_names(main, len(outs)))
+    with dim_ranges(ranges):     # decisions on dynamic dims (and shape assertions) consult them
+        outs = _run_block(cx, main.regions[0].blocks[0], args, {}, 0, f"@{_sym(main)}")
+    graph = b.build(outs, _output_names(main, len(outs)))
+    graph.dims = ranges
+    return graph
 
 
 def _run_block(cx: Ctx, blk, args: list[Value], outer: dict, depth: int, owner: str) -> list[Value]:
@@ -235,7 +262,8 @@ def _run_block(cx: Ctx, blk, args: list[Value], outer: dict, depth: int, owner: 
             raise VerifyError(f"{where(op)}: converter gave {len(outs)} results for {len(op.results)} (importer bug)")
         for i, (r, v) in enumerate(zip(op.results, outs)):
             shape, dt = M.tensor_type(r.type, f"result {i}")
-            if v.shape != shape or v.dtype != dt:
+            if len(v.shape) != len(shape) or any(s is not None and s != d for s, d in zip(shape, v.shape)) \
+                    or v.dtype != dt:
                 raise VerifyError(f"{where(op)}: result {i} converted to {v.type}, StableHLO says "
                                   f"{dt.name}{list(shape)} (importer bug)")
             env[r] = v

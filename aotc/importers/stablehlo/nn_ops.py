@@ -187,7 +187,7 @@ def _compute_operands(cx, a, b, out_dt):
 def _dot_general(cx, ins):
     from jaxlib.mlir.dialects import stablehlo
     dn = stablehlo.DotDimensionNumbers(cx.op.attributes["dot_dimension_numbers"])
-    out_dt = cx.out_type()[1]
+    out_dt = cx.out_dtype()
     a, b = _compute_operands(cx, ins[0], ins[1], out_dt)
     y = cx.add("dot_general", a, b, lhs_batch=tuple(dn.lhs_batching_dimensions),
                rhs_batch=tuple(dn.rhs_batching_dimensions), lhs_contract=tuple(dn.lhs_contracting_dimensions),
@@ -197,10 +197,10 @@ def _dot_general(cx, ins):
 
 @register("stablehlo.dot", check=_float_operands)
 def _dot(cx, ins):
-    a, b = _compute_operands(cx, ins[0], ins[1], cx.out_type()[1])
+    a, b = _compute_operands(cx, ins[0], ins[1], cx.out_dtype())
     y = cx.add("dot_general", a, b, lhs_batch=(), rhs_batch=(), lhs_contract=(a.type.rank - 1,),
                rhs_contract=(0,))
-    return convert(cx, y, cx.out_type()[1])
+    return convert(cx, y, cx.out_dtype())
 
 
 def _conv_check(op):
@@ -217,7 +217,7 @@ def _convolution(cx, ins, pads=None):
     from jaxlib.mlir.dialects import stablehlo
     op = cx.op
     dn = stablehlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
-    out_dt = cx.out_type()[1]
+    out_dt = cx.out_dtype()
     x, w = _compute_operands(cx, ins[0], ins[1], out_dt)
     isp, ksp, osp = (list(dn.input_spatial_dimensions), list(dn.kernel_spatial_dimensions),
                      list(dn.output_spatial_dimensions))

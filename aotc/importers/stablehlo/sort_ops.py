@@ -141,5 +141,5 @@ def _top_k(cx, ins):
     xj, xi = bcast(cx, x, grid, keep + (r + 1,)), bcast(cx, x, grid, keep + (r,))
     before = total_order(cx, xj, xi, "GT") if x.dtype.is_float else cx.add("compare", xj, xi, direction="GT")
     src = _order(cx, before, k)
-    idx_dt = cx.out_type(1)[1]
+    idx_dt = cx.out_dtype(1)
     return [_take_last(cx, x, src), src if idx_dt == dtypes.i32 else cx.add("convert", src, dtype=idx_dt.name)]

@@ -1,0 +1,190 @@
+"""Symbolic dims of a StableHLO program: names for its `?` dims, and jax's shape assertions decided at compile time.
+
+A `jax.export` with `jax.export.symbolic_shape("b")` dims writes `?` for them
+in the entry function's types. Its @main reads each dim once
+(`get_dimension_size`), asserts what the symbolic shapes promise (`b >= 1`,
+two inputs' `b` equal, a dim divisible by 2) in `shape_assertion` custom
+calls, and passes the dims on to `@_wrapped_jax_export_main` as arguments
+tagged `jax.global_constant = "b"`. aotc names each `?` dim, in order of
+preference: as the Exported object's `in_avals` say (jax.export bytes), as
+the global-constant argument it feeds (MLIR text from jax), else
+`<input>_dim<i>` (also for a dim jax gave as an expression, `2*k`: the
+program derives k from it and asserts what it needs). Dims with one name
+are one dim.
+
+A shape assertion's predicate is computed at import time from the dims
+(DimExprs, see aotc/ir/dims.py) and decided over the ranges the user gave:
+one that always holds is dropped, one that can fail inside the ranges is
+refused, naming the range of values where it holds.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+
+import numpy as np
+
+from aotc.errors import ModelError
+from aotc.importers.stablehlo import mlir as M
+from aotc.ir import dims as D
+from aotc.ir.interpreter import evaluate_node
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # a bare dim name (not "2*k", not jax's "" for helpers)
+_MAX_PROBES = 1 << 14     # values of a dim tried to find where an assertion holds
+
+
+def input_shapes(main, funcs: dict, exported, in_names: list[str]) -> list[tuple]:
+    """The entry function's argument shapes, each `?` dim a DimExpr with its name."""
+    args = list(main.regions[0].blocks[0].arguments)
+    named = {**_global_constant_names(main, funcs), **_exported_names(exported, len(args))}
+    shapes = []
+    for i, (a, n) in enumerate(zip(args, in_names)):
+        shape, _ = M.tensor_type(a.type, f"argument {n}")
+        shapes.append(tuple(d if d is not None else D.sym(named.get((i, j), f"{n}_dim{j}"))
+                            for j, d in enumerate(shape)))
+    return shapes
+
+
+def _exported_names(exported, n_args: int) -> dict:
+    """(argument, dim) -> name from a jax.export.Exported's in_avals (bare symbols only)."""
+    if exported is None:
+        return {}
+    out = {}
+    try:
+        kept = list(exported.module_kept_var_idx)
+        avals = [exported.in_avals[k] for k in kept]
+    except (AttributeError, IndexError, TypeError):
+        return {}
+    for i, aval in enumerate(avals[:n_args]):
+        for j, d in enumerate(aval.shape):
+            if isinstance(d, int):
+                continue
+            text = str(d)
+            if _NAME.fullmatch(text):   # an expression (2*k) keeps the default
+                out[(i, j)] = text                                  # name; the program derives k from it
+    return out
+
+
+def _global_constant_names(main, funcs: dict) -> dict:
+    """(argument, dim) -> name where get_dimension_size of the argument feeds a `jax.global_constant` argument."""
+    from jaxlib.mlir import ir
+    args = list(main.regions[0].blocks[0].arguments)
+    out = {}
+    for op in main.regions[0].blocks[0].operations:
+        if op.operation.name != "func.call":
+            continue
+        fn = funcs.get(str(op.attributes["callee"]).lstrip("@").strip('"'))
+        if fn is None or "arg_attrs" not in fn.attributes:
+            continue
+        for operand, attrs in zip(op.operands, fn.attributes["arg_attrs"]):
+            if "jax.global_constant" not in attrs or not isinstance(operand, ir.OpResult):
+                continue
+            src = operand.owner
+            if src.operation.name != "stablehlo.get_dimension_size":
+                continue
+            owner, name = src.operands[0], str(attrs["jax.global_constant"]).strip('"')
+            if isinstance(owner, ir.BlockArgument) and owner in args and _NAME.fullmatch(name):
+                out.setdefault((owner.arg_number, int(M.scalar(src, "dimension"))), name)
+    return out
+
+
+# ----------------------------------------------------------------- shape assertions
+
+def check_assertion(cx, ins) -> None:
+    """Decide a `shape_assertion` custom call over the dims' ranges: drop it, or raise naming what works."""
+    message = _message(cx.op)
+    nodes = _subgraph(cx, ins[0])
+    if nodes is None:
+        raise cx.fail(f"a shape assertion on run-time data, not on dims ({message})")
+    try:
+        pred = cx.static(ins[0])
+    except D.DynamicDecisionError:    # the ranges' bounds do not decide it: try every value
+        problem = _where_it_fails(nodes, ins[0])
+        if problem:
+            raise ModelError(f"{message}: {problem}") from None
+        return
+    if not bool(np.all(np.asarray(pred, dtype=bool))):
+        raise ModelError(f"{message}: it fails for every shape in the ranges ({_ranges(nodes)})")
+
+
+def _message(op) -> str:
+    """jax's error message without its boilerplate: the sentence that says what is expected."""
+    text = str(M.attr(op, "error_message", '"shape assertion failed"')).strip('"')
+    parts = [p for p in re.split(r"(?<=\.) ", text) if p and not p.startswith("Input shapes do not match")]
+    return parts[0].rstrip(".") if parts else "shape assertion failed"
+
+
+def _ranges(nodes) -> str:
+    rs = D.current_ranges()
+    return ", ".join(f"{n} in {rs[n]}" if n in rs else f"{n} (no range)" for n in sorted(_symbols_of(nodes))) \
+        or "no dynamic dims"
+
+
+def _where_it_fails(nodes, v) -> str | None:
+    """None when the predicate holds at every value in the ranges, else what fails and what would work."""
+    rs = D.current_ranges()
+    names = sorted(_symbols_of(nodes))
+    if not names or any(n not in rs for n in names):
+        return f"it may fail ({_ranges(nodes)}); give every dim a range"
+    grids = [range(rs[n].min, rs[n].max + 1, rs[n].divisor) for n in names]
+    if int(np.prod([len(g) for g in grids])) > _MAX_PROBES:
+        return f"the ranges do not decide it ({_ranges(nodes)}); narrow them so that it always holds"
+    combos = [dict(zip(names, vals)) for vals in itertools.product(*grids)]
+    ok = [_holds(nodes, v, env) for env in combos]
+    if all(ok):
+        return None
+    if len(names) > 1:
+        bad = next(env for env, good in zip(combos, ok) if not good)
+        return f"it fails inside the ranges ({_ranges(nodes)}), e.g. at {bad}"
+    name, r = names[0], rs[names[0]]
+    holds = [env[name] for env, good in zip(combos, ok) if good]
+    if not holds:
+        return f"it fails for every {name} in {r}"
+    step = holds[1] - holds[0] if len(holds) > 1 else r.divisor
+    if list(range(holds[0], holds[-1] + 1, step)) == holds:
+        fix = f"{holds[0]}..{holds[-1]}" + (f":{step}" if step > 1 else "")
+        return f"it fails for some {name} in {r}; it holds for {name}={fix} (pass --dynamic {name}={fix})"
+    return f"it fails for some {name} in {r} (it holds for {len(holds)} of {len(ok)} values)"
+
+
+def _subgraph(cx, v) -> list | None:
+    """The nodes computing `v` from constants and dim_values, in order, constants as `const` pseudo-nodes
+    (None if it reads an input)."""
+    producer = {o: n for n in cx.b.nodes for o in n.outputs}
+    order, seen = [], set()
+
+    def visit(x):
+        if x in seen:
+            return True
+        if x in cx.b.constants:
+            seen.add(x)
+            order.append((x, cx.b.constants[x]))
+            return True
+        n = producer.get(x)
+        if n is None:
+            return False
+        seen.add(x)
+        if not all(visit(i) for i in n.inputs):
+            return False
+        order.append(n)
+        return True
+
+    return order if visit(v) else None
+
+
+def _symbols_of(nodes) -> set:
+    return set().union(*(D.symbols(list(n.attrs["values"])) for n in nodes
+                         if not isinstance(n, tuple) and n.op == "dim_values"))
+
+
+def _holds(nodes, v, env: dict) -> bool:
+    """The predicate's value with the dims set to `env`: every size a plain int."""
+    vals = {}
+    for n in nodes:
+        if isinstance(n, tuple):
+            vals[n[0]] = n[1]
+            continue
+        attrs = D.specialize_value(n.attrs, env)
+        for o, r in zip(n.outputs, evaluate_node(n.op, attrs, [vals[i] for i in n.inputs])):
+            vals[o] = r
+    return bool(np.all(vals[v]))
