@@ -154,3 +154,21 @@ def test_dynamic_iota_and_gather_on_symbolic_sizes():
             x = random_array(rng, (n, 5))
             for i, (got, want) in enumerate(zip(interpret(g, [x]), f(x), strict=True)):
                 close(got, np.asarray(want), 1e-6, 0, f"{form} b={n} output {i}")
+
+
+def test_generated_kernels_serve_every_shape_from_one_compile():
+    """The jax-exported attention through the passes and one set of kernels (host build), at 3 shapes."""
+    from aotc.hlo_passes.pipeline import run_pipeline
+    from tests.helpers.host_run import run_on_host
+    b, s = export.symbolic_shape("b, s")
+    p = {k: jax.ShapeDtypeStruct((DM, DM), jnp.float32) for k in ("wq", "wk", "wv", "wo")}
+    exp = _exported(attention, p, jax.ShapeDtypeStruct((b, s, DM), jnp.float32))
+    g = import_stablehlo(_forms(exp)["export"], dynamic={"b": (1, 16), "s": (1, 40)})
+    with D.dim_ranges(g.dims):
+        opt, _ = run_pipeline(g)
+    rng, _ = fresh_rng()
+    params = {k: random_array(rng, (DM, DM)) * 0.5 for k in p}
+    runs = [[params[k] for k in sorted(params)] + [random_array(rng, (n, m, DM))] for n, m in ((1, 1), (3, 7), (16, 40))]
+    results, _, _ = run_on_host(opt, runs[0], shapes=runs)
+    for ins, outs in zip(runs, results, strict=True):
+        close(outs[0], np.asarray(attention(params, ins[-1])), 2e-5, 2e-5, f"shape {ins[-1].shape}")
