@@ -77,6 +77,9 @@ def _human(n: int) -> str:
               help="Layout of convolution stacks (channels-last by default).")
 @click.option("--input-shape", "input_shape", multiple=True, metavar="NAME:DIMS",
               help="Fix a model input's symbolic dims, e.g. input_ids:1x128 (repeatable; as trtexec --shapes).")
+@click.option("--dynamic", "dynamic", multiple=True, metavar="DIM=MIN..MAX",
+              help="Serve a range of one of the model's dynamic dims by its name, e.g. batch=1..64 "
+                   "(repeatable; MIN..MAX:DIV for multiples of DIV). One engine then runs any shape in the ranges.")
 @click.option("--fast-compile", is_flag=True,
               help="Build GPU code with NVRTC --Ofast-compile=max: several times faster, slower kernels (iteration).")
 @click.option("--split-k/--no-split-k", default=True, show_default=True,
@@ -88,7 +91,7 @@ def _human(n: int) -> str:
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 @handle_errors
 def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precision, keep_fp32, layout, input_shape,
-                fast_compile, split_k, report, explain, as_json, quiet):
+                dynamic, fast_compile, split_k, report, explain, as_json, quiet):
     """Compile MODEL (.onnx) into one engine file."""
     import os
 
@@ -103,7 +106,7 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precisi
     result = aotc_compile(model, output, arch=arch, host=not no_host, dump_dir=dump_passes,
                           disabled=disable_pass, progress=progress, precision=precision, keep_fp32=keep,
                           layout=layout, input_shapes=_parse_input_shapes(input_shape), fast_compile=fast_compile,
-                          split_k=split_k)
+                          split_k=split_k, dynamic=_parse_dynamic(dynamic))
     s = result.summary()
     s["engine"] = output
     s["engine_bytes"] = os.path.getsize(output)
@@ -120,6 +123,9 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precisi
     click.echo(f"aotc {__version__}: compiled {model} -> {output}")
     click.echo(f"  graph      {s['nodes_imported']} ops imported, {s['nodes_optimized']} after passes"
                f" ({precision}, {layout})")
+    if p.dims:
+        click.echo("  dynamic    " + ", ".join(f"{d.name} {d.min}..{d.max}" + (f" (x{d.divisor})" if d.divisor > 1 else "")
+                                          for d in p.dims) + "; buffers planned at the top of the ranges")
     if report and result.pass_report is not None:
         click.echo("  passes     " + str(result.pass_report).replace("\n", "\n             "))
     click.echo(f"  kernels    {s['regions']} regions, {s['kernels_launched']} launches, "
@@ -150,6 +156,17 @@ def _echo_fusion(regions: list[dict], shown: int = 6) -> None:
         click.echo(f"    {i:>4}  {r['kind']:<9} {' + '.join(names) or 'copy'} -> {r['root']}")
         for why in r["why_not_larger"]:
             click.echo(f"             {why}")
+
+
+def _parse_dynamic(specs) -> dict[str, str]:
+    """'batch=1..64' -> {'batch': '1..64'} (the ranges are checked by the importer, against the model's dims)."""
+    out = {}
+    for spec in specs:
+        name, sep, r = spec.partition("=")
+        if not sep or not name.strip() or ".." not in r:
+            raise click.BadParameter(f"'{spec}' is not DIM=MIN..MAX (e.g. batch=1..64)", param_hint="--dynamic")
+        out[name.strip()] = r.strip()
+    return out
 
 
 def _parse_input_shapes(specs) -> dict[str, tuple[int, ...]]:

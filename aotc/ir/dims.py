@@ -458,8 +458,10 @@ def _render_atom(atom, name, human: bool) -> str:
     ra, rb = _render(a, name, human), _render(b, name, human)
     if human:
         return f"{op}({ra}, {rb})"
-    if lower(a) < 0:
-        raise DynamicDecisionError(f"{op} of {a!r}, which may be negative, has no C form here")
+    if lower(a) < 0 and op in ("floordiv", "ceildiv", "mod"):     # C's / and % truncate: floor them
+        return {"floordiv": f"({ra} >= 0 ? {ra} / {rb} : -((-{ra} + {rb} - 1) / {rb}))",
+                "ceildiv": f"({ra} >= 0 ? ({ra} + {rb} - 1) / {rb} : -((-{ra}) / {rb}))",
+                "mod": f"((({ra} % {rb}) + {rb}) % {rb})"}[op]
     return {"floordiv": f"({ra} / {rb})", "ceildiv": f"(({ra} + {rb} - 1) / {rb})", "mod": f"({ra} % {rb})",
             "min": f"({ra} < {rb} ? {ra} : {rb})", "max": f"({ra} > {rb} ? {ra} : {rb})"}[op]
 

@@ -13,6 +13,7 @@ unaligned launch and the tail (total % VEC) take the scalar loop
 """
 from __future__ import annotations
 
+from aotc.ir import dims as D
 from aotc.ir import ops
 from aotc.ir.graph import Value
 from aotc.ir.walk import users_of, walk
@@ -48,7 +49,7 @@ def vector_loop(b, scalar_body: str) -> tuple[str, str]:
     root = b.region.root
     size = root.dtype.itemsize
     total = root.type.size
-    if size not in (2, 4) or total < MIN_ELEMENTS or not b.region.nodes or len(scalar_body) > MAX_BODY:
+    if size not in (2, 4) or D.upper(total) < MIN_ELEMENTS or not b.region.nodes or len(scalar_body) > MAX_BODY:
         return "", "0"
     vec = 16 // size
     direct = _direct_params(b, root)

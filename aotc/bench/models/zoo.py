@@ -337,6 +337,80 @@ def llama(seed=0, batch=2, seq=8, vocab=64, d=32, heads=4, kv_heads=2, ffn=48, l
     return model, feeds
 
 
+def _past_causal_scores(m, scores):
+    """Masks scores (B, H, S, P+S) where key j comes after query i's absolute position P + i."""
+    total = m.op("Squeeze", [_dim(m, scores, 3), m.c(f"sqt_{m._n}", [0])])
+    q_len = m.op("Squeeze", [_dim(m, scores, 2), m.c(f"sqq_{m._n}", [0])])
+    past = m.op("Sub", [total, q_len])
+    cols = m.op("Range", [m.c(f"c0_{m._n}", 0), total, m.c(f"c1_{m._n}", 1)])
+    rows = m.op("Range", [past, total, m.c(f"r1_{m._n}", 1)])
+    keep = m.op("LessOrEqual", [m.op("Unsqueeze", [cols, m.c(f"u0_{m._n}", [0])]),
+                                m.op("Unsqueeze", [rows, m.c(f"u1_{m._n}", [1])])])
+    return m.op("Where", [keep, scores, _f(m, f"neg_{m._n}", np.finfo(np.float32).min)])
+
+
+def llama_kv(seed=0, vocab=64, d=32, heads=4, kv_heads=2, ffn=48, layers=2, opset=17):
+    """LLaMA decoder with an explicit KV cache, as ONNX Runtime GenAI and Optimum export it.
+
+    Inputs: input_ids and position_ids (batch, sequence), per layer past_key_values.{i}.key/value
+    (batch, kv_heads, past_sequence, dh); outputs: logits (batch, sequence, vocab) and present.{i}.key/
+    value (batch, kv_heads, total_sequence, dh) = concat(past, new). A prefill runs with past_sequence 0
+    (empty past tensors), each decode step with sequence 1, feeding the presents back as the pasts.
+    Every dim but the model's own is symbolic.
+    """
+    m = _ModelWithFunctions(seed)
+    dh = d // heads
+    rep = heads // kv_heads
+    h = m.op("Gather", [m.w("embed", vocab, d, scale=1.0), "input_ids"], axis=0)
+    presents = []
+    for i in range(layers):
+        tag = f"l{i}"
+        x = _rms_norm(m, h, d, f"{tag}_in", opset)
+        q = _split_heads(m, _linear(m, x, d, heads * dh, f"{tag}_q", bias=False), heads, dh)
+        k = _split_heads(m, _linear(m, x, d, kv_heads * dh, f"{tag}_k", bias=False), kv_heads, dh)
+        v = _split_heads(m, _linear(m, x, d, kv_heads * dh, f"{tag}_v", bias=False), kv_heads, dh)
+        p = m.op("Cast", [m.op("Unsqueeze", ["position_ids", m.c(f"{tag}_pu", [1])])], to=F32)  # (B, 1, S)
+        inv = _f(m, f"{tag}_inv_freq", (1.0 / 10000.0 ** (np.arange(0, dh, 2) / dh)).reshape(1, dh // 2, 1))
+        freqs = m.op("Transpose", [m.op("MatMul", [inv, p])], perm=[0, 2, 1])
+        emb = m.op("Concat", [freqs, freqs], axis=-1)
+        c = m.op("Unsqueeze", [m.op("Cos", [emb]), m.c(f"{tag}_cu", [1])])
+        sn = m.op("Unsqueeze", [m.op("Sin", [emb]), m.c(f"{tag}_su", [1])])
+        q = m.op("Add", [m.op("Mul", [q, c]), m.op("Mul", [_rotate_half(m, q, dh), sn])])
+        k = m.op("Add", [m.op("Mul", [k, c]), m.op("Mul", [_rotate_half(m, k, dh), sn])])
+        k = m.op("Concat", [f"past_key_values.{i}.key", k], axis=2)
+        v = m.op("Concat", [f"past_key_values.{i}.value", v], axis=2)
+        presents += [(k, f"present.{i}.key"), (v, f"present.{i}.value")]
+
+        def repeat_kv(t):
+            t = m.op("Unsqueeze", [t, m.c(f"rk_{m._n}", [2])])
+            big = m.op("Concat", [_dim(m, t, 0), m.c(f"kv_{m._n}", [kv_heads, rep]), _dim(m, t, 3),
+                                  m.c(f"dh_{m._n}", [dh])], axis=0)
+            t = m.op("Expand", [t, big])
+            new = m.op("Concat", [_dim(m, t, 0), m.c(f"h_{m._n}", [heads]), _dim(m, t, 3), m.c(f"d_{m._n}", [dh])],
+                       axis=0)
+            return m.op("Reshape", [t, new])
+
+        scores = m.op("MatMul", [q, m.op("Transpose", [repeat_kv(k)], perm=[0, 1, 3, 2])])
+        scores = m.op("Mul", [scores, _f(m, f"{tag}_scale", 1.0 / np.sqrt(dh))])
+        attn = m.op("Softmax", [_past_causal_scores(m, scores)], axis=-1)
+        a = _linear(m, _merge_heads(m, m.op("MatMul", [attn, repeat_kv(v)]), heads * dh), heads * dh, d,
+                    f"{tag}_o", bias=False)
+        h = m.op("Add", [h, a])
+        x = _rms_norm(m, h, d, f"{tag}_post", opset)
+        gate = _silu(m, _linear(m, x, d, ffn, f"{tag}_gate", bias=False))
+        up = _linear(m, x, d, ffn, f"{tag}_up", bias=False)
+        h = m.op("Add", [h, _linear(m, m.op("Mul", [gate, up]), ffn, d, f"{tag}_down", bias=False)])
+    logits = _linear(m, _rms_norm(m, h, d, "final", opset), d, vocab, "lm_head", bias=False)
+    for value, name in presents:       # outputs under the names the runtime's users look for
+        m.nodes.append(helper.make_node("Identity", [value], [name], name=f"out_{name}"))
+    past = ["batch", kv_heads, "past_sequence", dh]
+    inputs = [_info("input_ids", ["batch", "sequence"], I64), _info("position_ids", ["batch", "sequence"], I64)]
+    inputs += [_info(f"past_key_values.{i}.{kind}", past) for i in range(layers) for kind in ("key", "value")]
+    outputs = [_info(logits, ["batch", "sequence", vocab])]
+    outputs += [_info(name, ["batch", kv_heads, "total_sequence", dh]) for _, name in presents]
+    return m.build("llama_kv", inputs, outputs, opset)
+
+
 # --- 5. Whisper-encoder-style ----------------------------------------------------------------
 
 def whisper_encoder(seed=0, batch=2, mels=8, frames=32, d=32, heads=4, ffn=64, opset=17):

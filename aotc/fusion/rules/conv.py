@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from aotc.ir import dims as D
 from aotc.fusion.rules.target import MAX_WORKSPACE, TARGET_SMS
 
 DW_CHANNELS = 32            # channels per depthwise block (threads are channel-fastest)
@@ -51,6 +52,7 @@ def depthwise_tile(kshape, strides, dils, tc, out_shape=None):
     if not busy or out_shape is None:
         return tiles[0] if tiles else None
     n, oh, ow, chans = out_shape
+    n = D.upper(n)               # a dynamic batch: tiles chosen for the top of its range
     for t in busy:
         if 2 * n * math.ceil(oh / t[0]) * math.ceil(ow / t[1]) * math.ceil(chans / tc) >= TARGET_SMS:
             return t
@@ -61,7 +63,7 @@ def depthwise_node_fits(conv) -> bool:
     """The depthwise kernel can run this (NHWC, 2-D, one filter per channel) conv: grid and smem limits."""
     w, out, a = conv.inputs[1], conv.outputs[0], conv.attrs
     tc = channel_tile(out.shape[-1])
-    return out.shape[0] <= MAX_GRID_YZ and math.ceil(out.shape[-1] / tc) <= MAX_GRID_YZ and \
+    return D.upper(out.shape[0]) <= MAX_GRID_YZ and math.ceil(out.shape[-1] / tc) <= MAX_GRID_YZ and \
         depthwise_tile(w.shape[1:3], a["strides"], a["dilations"], tc) is not None
 
 
@@ -92,8 +94,10 @@ def project_plan(dw, proj, split: bool = True):
     n_img, oh, ow, chans = out.shape
     outs = proj.outputs[0].shape[-1]
     tc = channel_tile(chans)
-    if n_img > MAX_GRID_YZ:
-        return f"batch {n_img} exceeds the grid's z limit"
+    if D.upper(n_img) > MAX_GRID_YZ:
+        return f"batch {n_img!r} exceeds the grid's z limit"
+    if not D.is_static(n_img):
+        split = False            # a dynamic batch: the block count is known only at run time
     fits = list(depthwise_tiles(dw.inputs[1].shape[1:3], dw.attrs["strides"], dw.attrs["dilations"], tc, outs))
     if not fits:
         return f"{outs} pointwise outputs per pixel do not fit a tile"
@@ -101,7 +105,7 @@ def project_plan(dw, proj, split: bool = True):
     cap = max(1, min(chunks, chans // outs)) if split else 1
     best = None
     for tile in [t for t in fits if t[0] * t[1] >= 8] or fits[:1]:    # largest first, as depthwise_tile
-        tiles = n_img * math.ceil(oh / tile[0]) * math.ceil(ow / tile[1])
+        tiles = D.upper(n_img) * math.ceil(oh / tile[0]) * math.ceil(ow / tile[1])
         splits = min(cap, math.ceil(TARGET_SMS / 2 / tiles))
         per = math.ceil(chunks / splits)
         splits = math.ceil(chunks / per)
@@ -110,6 +114,7 @@ def project_plan(dw, proj, split: bool = True):
         if 2 * tiles * splits >= TARGET_SMS:
             break
     tile, splits, per, _, tiles = best
+    tiles = n_img * math.ceil(oh / tile[0]) * math.ceil(ow / tile[1])
     workspace = 4 * splits * tiles * tile[0] * tile[1] * outs if splits > 1 else 0
     if workspace > MAX_WORKSPACE:
         return f"split partials of {workspace >> 20} MiB exceed the workspace cap"

@@ -7,6 +7,7 @@ most one tile of output channels (each input pixel feeds one output pixel).
 """
 from __future__ import annotations
 
+from aotc.ir import dims as D
 from aotc.ir import dtypes, ops
 
 GEMM_TILE_N = 64         # output columns per block
@@ -41,5 +42,5 @@ def lhs_loaded_once(anchor) -> bool:
         n = 1
         for d in rf:
             n *= anchor.inputs[1].shape[d]
-        return n <= GEMM_TILE_N
+        return D.upper(n) <= GEMM_TILE_N
     return pointwise_conv(anchor) and anchor.outputs[0].shape[-1] <= GEMM_TILE_N
