@@ -38,11 +38,6 @@ def _in_f32(cx, ins, fn):
     return convert(cx, out.v, dt)
 
 
-def _sel(cx, pred, a: Ex, b) -> Ex:
-    """a where pred else b (b an Ex or a number)."""
-    return a.where(pred, b)
-
-
 def _and(cx, *preds):
     out = preds[0]
     for p in preds[1:]:
@@ -79,20 +74,20 @@ def _offset(x: Ex) -> Ex:
 
 def lgamma(cx, x: Ex) -> Ex:
     neg = x.cmp("LT", 0.0)
-    z = _sel(cx, neg, 1 - x, x)                 # reflection: the rest sees z >= 0
+    z = (1 - x).where(neg, x)           # reflection: the rest sees z >= 0
     small = z.cmp("LT", 8.0)
     prod = z
     for k in range(1, 8):
         prod = prod * (z + float(k))
-    y = _sel(cx, small, z + 8.0, z)
+    y = (z + 8.0).where(small, z)
     inv = 1 / y
     inv2 = inv * inv
     series = inv * _poly(inv2, [1 / 12, -1 / 360, 1 / 1260, -1 / 1680])
     stirling = (y - 0.5) * y.log() - y + 0.5 * math.log(2 * math.pi) + series
-    lg = stirling - _sel(cx, small, prod.abs().log(), 0.0)
+    lg = stirling - prod.abs().log().where(small, 0.0)
     sin_pi = (_offset(x) * math.pi).sin().abs()
     reflected = math.log(math.pi) - sin_pi.log() - lg
-    out = _sel(cx, neg, reflected, lg)
+    out = reflected.where(neg, lg)
     return _const(cx, x, _INF).where(x.abs().cmp("EQ", _INF), out)
 
 
@@ -105,19 +100,19 @@ def _lgamma(cx, ins):
 
 def digamma(cx, x: Ex) -> Ex:
     refl = x.cmp("LE", 0.0)
-    z = _sel(cx, refl, 1 - x, x)
+    z = (1 - x).where(refl, x)
     small = z.cmp("LT", 6.0)
     shift = 1 / z
     for k in range(1, 6):
         shift = shift + 1 / (z + float(k))
-    y = _sel(cx, small, z + 6.0, z)
+    y = (z + 6.0).where(small, z)
     inv = 1 / y
     inv2 = inv * inv
     tail = inv2 * _poly(inv2, [-1 / 12, 1 / 120, -1 / 252, 1 / 240, -1 / 132])
-    psi = y.log() - 0.5 * inv + tail - _sel(cx, small, shift, 0.0)
+    psi = y.log() - 0.5 * inv + tail - shift.where(small, 0.0)
     d = _offset(x)
     reflected = psi - math.pi / (d * math.pi).tan()
-    out = _sel(cx, refl, reflected, psi)
+    out = reflected.where(refl, psi)
     pole = _and(cx, refl, d.cmp("EQ", 0.0))     # 0, -1, -2, ...
     return _const(cx, x, _NAN).where(pole, out)
 
@@ -139,8 +134,8 @@ def erf_inv(cx, x: Ex) -> Ex:
     w = -((1 - x) * (1 + x)).log()
     central = _poly(w - 2.5, _ERFINV_CENTRAL)
     tail = _poly(w.sqrt() - 3.0, _ERFINV_TAIL)
-    p = _sel(cx, w.cmp("LT", 5.0), central, tail)
-    return _sel(cx, x.abs().cmp("EQ", 1.0), x * _INF, p * x)
+    p = central.where(w.cmp("LT", 5.0), tail)
+    return (x * _INF).where(x.abs().cmp("EQ", 1.0), p * x)
 
 
 @register("chlo.erf_inv")
@@ -171,7 +166,7 @@ def bessel_i1e(cx, x: Ex) -> Ex:
     series = (-1 * small_a).exp() * small_a * 0.5 * p
     big_a = a.max(_I1E_SPLIT)
     hankel = _poly(1 / big_a, _hankel_coeffs(10)) * (big_a * (2 * math.pi)).rsqrt()
-    mag = _sel(cx, a.cmp("LE", _I1E_SPLIT), series, hankel)
+    mag = series.where(a.cmp("LE", _I1E_SPLIT), hankel)
     return mag * x.sign()
 
 
@@ -226,9 +221,9 @@ def polygamma(cx, n: Ex, x: Ex) -> Ex:
     odd = (n - 2.0 * (n * 0.5).floor()).cmp("EQ", 1.0)
     sign = _const(cx, n, 1.0).where(odd, -1.0)
     higher = sign * fact * zeta(cx, n1, x)
-    out = _sel(cx, n.cmp("EQ", 0.0), digamma(cx, x), higher)
+    out = digamma(cx, x).where(n.cmp("EQ", 0.0), higher)
     valid = _and(cx, n.cmp("EQ", n.floor()), n.cmp("GE", 0.0))
-    return _sel(cx, valid, out, _NAN)
+    return out.where(valid, _NAN)
 
 
 @register("chlo.polygamma")

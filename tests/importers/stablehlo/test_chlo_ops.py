@@ -68,7 +68,8 @@ def test_broadcasting_binary_ops(name):
         rt = f"tensor<{'x'.join(map(str, rhs_shape))}x{t}>"
         extra = attrs
         if bdims:
-            extra = "{" + ", ".join(filter(None, [attrs.strip("{}"), f"broadcast_dimensions = array<i64: {bdims[1:-1]}>"])) + "}"
+            bd = f"broadcast_dimensions = array<i64: {bdims[1:-1]}>"
+            extra = "{" + ", ".join(filter(None, [attrs.strip("{}"), bd])) + "}"
         g = import_stablehlo(_program(f"chlo.broadcast_{name}", [lt, rt], f"tensor<3x4x{out_t}>", extra))
         a, b = _operand(rng, name, lhs_shape, dt), _operand(rng, name, rhs_shape, dt)
         if name == "zeta":

@@ -1,4 +1,4 @@
-"""chlo special functions (lgamma, digamma, erf_inv, bessel_i1e, zeta, polygamma) against jax, poles and infinities included."""
+"""chlo special functions (lgamma, digamma, erf_inv, bessel_i1e, zeta, polygamma) against jax, poles included."""
 from __future__ import annotations
 
 import numpy as np

@@ -168,7 +168,8 @@ def test_generated_kernels_serve_every_shape_from_one_compile():
         opt, _ = run_pipeline(g)
     rng, _ = fresh_rng()
     params = {k: random_array(rng, (DM, DM)) * 0.5 for k in p}
-    runs = [[params[k] for k in sorted(params)] + [random_array(rng, (n, m, DM))] for n, m in ((1, 1), (3, 7), (16, 40))]
+    weights = [params[k] for k in sorted(params)]
+    runs = [weights + [random_array(rng, (n, m, DM))] for n, m in ((1, 1), (3, 7), (16, 40))]
     results, _, _ = run_on_host(opt, runs[0], shapes=runs)
     for ins, outs in zip(runs, results, strict=True):
         close(outs[0], np.asarray(attention(params, ins[-1])), 2e-5, 2e-5, f"shape {ins[-1].shape}")
