@@ -57,8 +57,8 @@ def load_converters():
                                           scatter_ops, sort_ops, special_ops)
 
 
-def import_stablehlo(model: str | bytes | os.PathLike, dynamic: dict | None = None) -> Graph:
-    """Convert a StableHLO program (path or bytes, any of the accepted forms) to a Graph.
+def import_stablehlo(model, dynamic: dict | None = None) -> Graph:
+    """Convert a StableHLO program (path, bytes, text, or a jax.export.Exported) to a Graph.
 
     `?` dims of the entry function's arguments become dynamic dims (symbolic_dims.py names
     them: as in jax.export's symbolic shapes where the program says, else `<input>_dim<i>`);
@@ -78,6 +78,8 @@ def import_stablehlo(model: str | bytes | os.PathLike, dynamic: dict | None = No
 
 
 def _read(model) -> tuple[bytes, str]:
+    if hasattr(model, "in_avals") and hasattr(model, "serialize"):     # a jax.export.Exported
+        return bytes(model.serialize()), re.sub(r"\W", "_", str(getattr(model, "fun_name", "main"))) or "main"
     if isinstance(model, (bytes, bytearray, memoryview)):
         return bytes(model), "main"
     if isinstance(model, str) and M.is_text(model[:64].encode()) and (len(model) > 4096 or not os.path.exists(model)):

@@ -35,7 +35,7 @@ def _exported(fn, *specs):
 
 
 def _forms(exp):
-    return {"export": bytes(exp.serialize()), "text": exp.mlir_module()}
+    return {"export": bytes(exp.serialize()), "text": exp.mlir_module(), "object": exp}
 
 
 def _mlp_export():
@@ -46,7 +46,7 @@ def _mlp_export():
                      jax.ShapeDtypeStruct((b, 24), f32)), p
 
 
-@pytest.mark.parametrize("form", ["export", "text"])
+@pytest.mark.parametrize("form", ["export", "text", "object"])
 def test_mlp_with_a_symbolic_batch(form):
     exp, shapes = _mlp_export()
     g = import_stablehlo(_forms(exp)[form], dynamic={"batch": (1, 64)})
