@@ -36,7 +36,7 @@ from aotc.importers.stablehlo import mlir as M
 from aotc.importers.dynamic import resolve_ranges
 from aotc.importers.stablehlo.symbolic_dims import input_shapes
 from aotc.importers.static_values import StaticValues
-from aotc.ir.dims import dim_ranges
+from aotc.ir.dims import DynamicDecisionError, dim_ranges
 from aotc.ir.dtypes import DType
 from aotc.ir.graph import Graph, GraphBuilder, Value
 
@@ -258,7 +258,10 @@ def _run_block(cx: Ctx, blk, args: list[Value], outer: dict, depth: int, owner: 
             outs = _run_block(cx, fn.regions[0].blocks[0], ins, {}, depth + 1, f"@{_sym(fn)}")
         else:
             cx.op, cx.env, cx.depth = op, env, depth
-            outs = CONVERTERS[name](cx, ins)
+            try:
+                outs = CONVERTERS[name](cx, ins)
+            except DynamicDecisionError as e:    # a size the converter needs is known only at run time
+                raise UnsupportedError(f"{where(op)}: {e}") from None
             outs = [outs] if isinstance(outs, Value) else list(outs)
         if len(outs) != len(op.results):
             raise VerifyError(f"{where(op)}: converter gave {len(outs)} results for {len(op.results)} (importer bug)")

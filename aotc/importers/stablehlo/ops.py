@@ -402,19 +402,25 @@ def _target(op) -> str:
     return str(op.attributes["call_target_name"]).strip('"')
 
 
+CUSTOM_CALLS: dict = {}     # target -> converter, for the targets other modules implement
+
+
 def _custom_call_check(op):
     target = _target(op)
     if target in _IDENTITY_CALLS and len(op.operands) == len(op.results) == 1:
         return None
-    if target == "shape_assertion" and not op.results:
+    if target == "shape_assertion" and not op.results or target in CUSTOM_CALLS:
         return None
-    return (f"custom_call target '{target}' is not a known pattern (known: {', '.join(_IDENTITY_CALLS)}, "
-            "shape_assertion)")
+    known = ", ".join([*_IDENTITY_CALLS, "shape_assertion", *CUSTOM_CALLS])
+    return f"custom_call target '{target}' is not a known pattern (known: {known})"
 
 
 @register("stablehlo.custom_call", check=_custom_call_check)
 def _custom_call(cx, ins):
-    if _target(cx.op) == "shape_assertion":     # jax.export's checks on symbolic dims: decided now
+    target = _target(cx.op)
+    if target == "shape_assertion":     # jax.export's checks on symbolic dims: decided now
         check_assertion(cx, ins)
         return []
+    if target in CUSTOM_CALLS:
+        return CUSTOM_CALLS[target](cx, ins)
     return ins[0]

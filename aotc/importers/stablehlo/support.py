@@ -46,7 +46,8 @@ RESTRICTIONS: dict[str, str] = {
                        "computed in f32, which loses NaN bit patterns), not i1 (one bit wide)",
     "reduce_precision": "to bf16, f16 or f32 formats",
     "custom_call": "sharding / device-placement annotations (identity); jax.export's shape_assertion (decided at "
-                   "compile time over the dims' ranges)",
+                   "compile time over the dims' ranges); stablehlo.dynamic_reduce_window (one input; add, maximum, "
+                   "minimum bodies)",
     "get_dimension_size": "a dynamic dim's size is computed at run time",
     "reduce": "bodies: add, multiply, maximum, minimum, and, or (one per input), jax's argmax/argmin pair",
     "reduce_window": "one input; add / maximum / minimum bodies; no base dilation; integer min pooling unsupported",
