@@ -34,8 +34,9 @@ from aotc.errors import ModelError, UnsupportedError, VerifyError
 from aotc.importers.registry import ConverterTable
 from aotc.importers.stablehlo import mlir as M
 from aotc.importers.dynamic import resolve_ranges
-from aotc.importers.stablehlo.symbolic_dims import input_shapes
+from aotc.importers.stablehlo.symbolic_dims import data_arguments, input_shapes, platform_index
 from aotc.importers.static_values import StaticValues
+from aotc.ir import dtypes
 from aotc.ir.dims import DynamicDecisionError, dim_ranges
 from aotc.ir.dtypes import DType
 from aotc.ir.graph import Graph, GraphBuilder, Value
@@ -227,13 +228,17 @@ class Ctx:
 def _convert(main, funcs: dict, exported, name: str, dynamic: dict) -> Graph:
     b = GraphBuilder(name)
     blk = main.regions[0].blocks[0]
-    in_names = _input_names(blk.arguments, exported)
-    shapes = input_shapes(main, funcs, exported, in_names)
+    data = data_arguments(main)
+    in_names = _input_names([blk.arguments[i] for i in data], exported)
+    shapes = input_shapes(main, funcs, exported, in_names, data)
     ranges = resolve_ranges({n: [d if isinstance(d, int) else repr(d) for d in s] for n, s in zip(in_names, shapes)},
                             dynamic)
-    args = [b.input(n, shape, M.tensor_type(a.type, f"argument {n}")[1])
-            for a, n, shape in zip(blk.arguments, in_names, shapes)]
+    inputs = {i: b.input(n, shape, M.tensor_type(blk.arguments[i].type, f"argument {n}")[1])
+              for i, n, shape in zip(data, in_names, shapes)}
     cx = Ctx(b, funcs)
+    # jax's other entry arguments (a multi-platform export's `_platform_index`) are constants here
+    args = [inputs[i] if i in inputs else cx.scalar(platform_index(exported), dtypes.i32)
+            for i in range(len(blk.arguments))]
     with dim_ranges(ranges):     # decisions on dynamic dims (and shape assertions) consult them
         outs = _run_block(cx, main.regions[0].blocks[0], args, {}, 0, f"@{_sym(main)}")
     graph = b.build(outs, _output_names(main, len(outs)))

@@ -33,19 +33,34 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # a bare dim name (not "2*k", no
 _MAX_PROBES = 1 << 14     # values of a dim tried to find where an assertion holds
 
 
-def input_shapes(main, funcs: dict, exported, in_names: list[str]) -> list[tuple]:
-    """The entry function's argument shapes, each `?` dim a DimExpr with its name."""
+def data_arguments(main) -> list[int]:
+    """Positions of the entry function's data arguments: all but jax's `_platform_index`."""
+    attrs = main.attributes["arg_attrs"] if "arg_attrs" in main.attributes else None
+    n = len(main.regions[0].blocks[0].arguments)
+    return [i for i in range(n) if attrs is None or "jax.global_constant" not in attrs[i]
+            or str(attrs[i]["jax.global_constant"]).strip('"') != "_platform_index"]
+
+
+def platform_index(exported) -> int:
+    """The value of jax's `_platform_index` argument: CUDA's place in a multi-platform export (aotc's
+    kernels are CUDA's), else the first platform (MLIR text does not say which platforms there are)."""
+    platforms = [str(p).lower() for p in getattr(exported, "platforms", ())]
+    return platforms.index("cuda") if "cuda" in platforms else 0
+
+
+def input_shapes(main, funcs: dict, exported, in_names: list[str], data: list[int]) -> list[tuple]:
+    """The shapes of the data arguments (positions `data`), each `?` dim a DimExpr with its name."""
     args = list(main.regions[0].blocks[0].arguments)
-    named = {**_global_constant_names(main, funcs), **_exported_names(exported, len(args))}
+    named = {**_global_constant_names(main, funcs), **_exported_names(exported, data)}
     shapes = []
-    for i, (a, n) in enumerate(zip(args, in_names)):
-        shape, _ = M.tensor_type(a.type, f"argument {n}")
+    for i, n in zip(data, in_names):
+        shape, _ = M.tensor_type(args[i].type, f"argument {n}")
         shapes.append(tuple(d if d is not None else D.sym(named.get((i, j), f"{n}_dim{j}"))
                             for j, d in enumerate(shape)))
     return shapes
 
 
-def _exported_names(exported, n_args: int) -> dict:
+def _exported_names(exported, data: list[int]) -> dict:
     """(argument, dim) -> name from a jax.export.Exported's in_avals (bare symbols only)."""
     if exported is None:
         return {}
@@ -55,7 +70,7 @@ def _exported_names(exported, n_args: int) -> dict:
         avals = [exported.in_avals[k] for k in kept]
     except (AttributeError, IndexError, TypeError):
         return {}
-    for i, aval in enumerate(avals[:n_args]):
+    for i, aval in zip(data, avals):
         for j, d in enumerate(aval.shape):
             if isinstance(d, int):
                 continue

@@ -216,3 +216,19 @@ def test_common_programs_with_dynamic_dims(name):
         want = jax.tree_util.tree_leaves(fn(*(jnp.asarray(a) for a in args)))
         for i, (got, ref) in enumerate(zip(interpret(g, args), want, strict=True)):
             close(got, np.asarray(ref), 1e-5, 1e-5, f"{env} output {i}")
+
+
+def test_multi_platform_export_takes_the_cuda_branch():
+    """jax's `_platform_index` argument is no input: aotc's kernels are CUDA's, so CUDA's lowering is kept."""
+    b, = export.symbolic_shape("b")
+
+    def f(x):
+        return jax.lax.platform_dependent(x, cpu=lambda x: x * 2.0, cuda=lambda x: x * 3.0)
+
+    exp = export.export(jax.jit(f), platforms=("cpu", "cuda"))(jax.ShapeDtypeStruct((b, 3), jnp.float32))
+    rng, _ = fresh_rng()
+    x = random_array(rng, (4, 3))
+    for form in ("object", "export"):
+        g = import_stablehlo(_forms(exp)[form], dynamic={"b": (1, 8)})
+        assert len(g.inputs) == 1 and g.inputs[0].shape == (D.sym("b"), 3)
+        close(interpret(g, [x])[0], x * 3.0, 1e-6, 0, form)
