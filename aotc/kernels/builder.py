@@ -181,8 +181,8 @@ class KernelBuilder:
             if splits > 1:
                 grid = (grid[0], grid[1], B * splits)
                 params += ", float *__restrict__ aotc_ws, unsigned int *__restrict__ aotc_sem"
-                extra = splits * B * M * N * 4          # f32 partials: L2-resident (see split_k.py)
-                counters = grid[0] * grid[1] * grid[2] // splits
+                extra = D.upper(splits * B * M * N * 4)          # f32 partials: L2-resident (see split_k.py)
+                counters = D.upper(grid[0] * grid[1] * grid[2] // splits)
         slots = dict(slots, name=_NAME_MARK, params=params, idx_t=self.idx_t,
                      what=self.region.describe().replace("\n", " "))
         text = instantiate(f"{kind}.cu", slots)
