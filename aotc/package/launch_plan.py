@@ -135,7 +135,8 @@ def _launch(k, i: int, refs, writes, memory, counter_ref, program, when, variant
             raise ValueError(f"kernel {k.name} has dynamic sizes but no shape program was given")
         grid = tuple(program.ref(g) for g in grid)
         args += [P.BufferRef("dim", index=program.register(D.sym(d))) for d in k.dims]
-    return P.Launch(k.name, grid, k.block, k.smem, args, k.bytes, k.flops, describe(k), when, variant)
+    return P.Launch(k.name, grid, k.block, k.smem, args, k.bytes, k.flops, describe(k), when, variant,
+                    k.bytes_expr, k.flops_expr)
 
 
 def describe(k) -> str:
