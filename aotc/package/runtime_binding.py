@@ -38,7 +38,7 @@ from aotc.package.plan import DTYPE_CODES, TensorSpec
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SRC = os.path.join(_HERE, "runtime")
-_SOURCES = ["status.c", "engine.c", "context.c", "device_cpu.c", "device_cuda.c"]
+_SOURCES = ["status.c", "engine.c", "context.c", "shape.c", "device_cpu.c", "device_cuda.c"]
 _HEADERS = ["aotc_runtime.h", "aotc_internal.h"]
 _MAX_RANK = 8
 _DEVICES = {"cpu": 0, "cuda": 1}
@@ -53,7 +53,13 @@ class _ContextOptions(ctypes.Structure):
 
 class _TensorInfo(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_uint32),
-                ("dims", ctypes.c_uint64 * _MAX_RANK), ("byte_size", ctypes.c_uint64)]
+                ("dims", ctypes.c_uint64 * _MAX_RANK), ("byte_size", ctypes.c_uint64),
+                ("dim_index", ctypes.c_int32 * _MAX_RANK)]
+
+
+class _DimInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("min", ctypes.c_uint32), ("max", ctypes.c_uint32),
+                ("divisor", ctypes.c_uint32)]
 
 
 def _build_cached() -> str:
@@ -104,6 +110,11 @@ def _load() -> ctypes.CDLL:
             ("aotc_engine_input_count", S, [P]), ("aotc_engine_output_count", S, [P]),
             ("aotc_engine_input_info", st, [P, S, ctypes.POINTER(_TensorInfo)]),
             ("aotc_engine_output_info", st, [P, S, ctypes.POINTER(_TensorInfo)]),
+            ("aotc_engine_dim_count", S, [P]),
+            ("aotc_engine_dim_info", st, [P, S, ctypes.POINTER(_DimInfo)]),
+            ("aotc_context_set_input_shape", st, [P, ctypes.c_char_p, S, ctypes.POINTER(ctypes.c_int64)]),
+            ("aotc_context_get_output_shape", st, [P, ctypes.c_char_p, ctypes.POINTER(S),
+                                                   ctypes.POINTER(ctypes.c_int64)]),
             ("aotc_engine_arena_size", U64, [P]), ("aotc_engine_weights_size", U64, [P]),
             ("aotc_engine_device_memory_size", U64, [P, S]),
             ("aotc_engine_aotc_version", ctypes.c_char_p, [P]),
