@@ -1,0 +1,231 @@
+"""The C runtime's shape program on the cpu device (shape.c): every shape in range runs right,
+out-of-range and inconsistent shapes give one-line errors naming input, dim, value and range,
+with nothing written; predicates pick the variant, zero grids are skipped, checks hold, and a
+shape change allocates nothing."""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from aotc.errors import InputError
+from aotc.kernels.host_compile import have_host_compiler
+from aotc.package import runtime_binding as rb
+from aotc.package.engine_format import engine_bytes, write_engine
+from tests.helpers.rng import fresh_rng
+from tests.package.dynamic_plans import CHECK_MESSAGE, host_build, inputs, make_dynamic_plan, reference
+
+pytestmark = pytest.mark.skipif(not have_host_compiler(), reason="needs g++ for the host build")
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return rb.Engine(engine_bytes(make_dynamic_plan(host_build())))
+
+
+@pytest.fixture(scope="module")
+def rng():
+    return fresh_rng()[0]
+
+
+def _poisoned(batch: int, seq: int) -> dict[str, np.ndarray]:
+    return {"y": np.full(batch * 16, np.nan, np.float32), "which": np.array([-7], np.int32),
+            "v": np.full(seq, np.nan, np.float32)}
+
+
+def _check(out: dict, feeds: dict) -> None:
+    want = reference(feeds)
+    np.testing.assert_array_equal(out["which"], want["which"])
+    np.testing.assert_allclose(out["y"], want["y"], rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(out["v"], want["v"])
+
+
+@pytest.mark.parametrize("batch", [1, 3, 8, 9, 17, 62])
+@pytest.mark.parametrize("seq", [4, 28, 64])
+def test_every_shape_matches_numpy_and_picks_its_variant(engine, rng, batch, seq):
+    feeds = inputs(rng, batch, seq)
+    out = engine.create_context().run(feeds, outputs=_poisoned(batch, seq))
+    assert out["y"].shape == (batch * 16,) and out["v"].shape == (seq,)
+    _check(out, feeds)
+
+
+def test_one_context_alternating_shapes_gives_what_fresh_contexts_give(engine, rng):
+    ctx = engine.create_context()
+    for batch, seq in [(5, 8), (40, 64), (5, 8), (1, 4), (40, 64), (9, 12)] * 2:
+        feeds = inputs(rng, batch, seq)
+        out = ctx.run(feeds)
+        fresh = engine.create_context().run(feeds)
+        for k in out:
+            np.testing.assert_array_equal(out[k], fresh[k])
+        _check(out, feeds)
+
+
+def test_batch_zero_skips_the_empty_launches(engine, rng):
+    feeds = inputs(rng, 0, 12)
+    out = engine.create_context().run(feeds, outputs=_poisoned(0, 12))
+    assert out["y"].shape == (0,)
+    assert out["which"][0] == -7                   # both variants had a zero grid: neither ran
+    np.testing.assert_array_equal(out["v"], 2 * feeds["u"])
+
+
+@pytest.mark.parametrize("shapes, message", [
+    ({"x": (65, 16), "m": (65,)}, r"^input 'x' dim 0 \(batch\) is 65, outside 0\.\.64$"),
+    ({"u": (68,)}, r"^input 'u' dim 0 \(seq\) is 68, outside 4\.\.64$"),
+    ({"u": (0,)}, r"^input 'u' dim 0 \(seq\) is 0, outside 4\.\.64$"),
+    ({"u": (6,)}, r"^input 'u' dim 0 \(seq\) is 6, not a multiple of 4 \(range 4\.\.64\)$"),
+    ({"m": (3,)}, r"^input 'm' dim 0 \(batch\) is 3 but input 'x' gives batch = 4$"),
+    ({"x": (64,)}, r"^input 'x' has rank 2, got a shape of rank 1$"),
+    ({"x": (4, 15)}, r"^input 'x' dim 1 is 15, the engine's is 16 \(static\)$"),
+    ({"x": (63, 16), "m": (63,)}, rf"^{CHECK_MESSAGE.replace('*', '[*]')} \(at batch=63, seq=8\)$"),
+])
+def test_bad_shapes_give_one_line_errors_and_write_nothing(engine, rng, shapes, message):
+    feeds = inputs(rng, 4, 8)
+    for name, shape in shapes.items():
+        feeds[name] = rng.standard_normal(shape).astype(np.float32)
+    ctx = engine.create_context()
+    ctx.run(inputs(rng, 2, 4))                     # a good run first: the error must not reuse its shapes
+    batch = feeds["x"].shape[0] if feeds["x"].ndim == 2 else 4
+    poison = {"y": np.full(max(batch, 4) * 16, np.nan, np.float32), "which": np.array([-7], np.int32),
+              "v": np.full(feeds["u"].shape[0], np.nan, np.float32)}
+    before = {k: v.copy() for k, v in poison.items()}
+    with pytest.raises(InputError, match=message) as info:
+        ctx.run(feeds, outputs=poison)
+    assert info.value.code == "INVALID_ARGUMENT"
+    for k in poison:
+        np.testing.assert_array_equal(poison[k], before[k])
+    good = inputs(rng, 3, 8)                       # the context still serves good shapes
+    _check(ctx.run(good), good)
+
+
+def test_output_shape_needs_every_dynamic_input(engine):
+    ctx = engine.create_context()
+    with pytest.raises(InputError, match=r"^input 'x' has a dynamic shape \(dim 0 is batch\): set its shape") as e:
+        ctx.output_shape("y")
+    assert e.value.code == "FAILED_PRECONDITION"
+    ctx.set_input_shape("x", (5, 16))
+    ctx.set_input_shape("m", (5,))
+    with pytest.raises(InputError, match="input 'u'"):
+        ctx.output_shape("v")
+    ctx.set_input_shape("u", (20,))
+    assert ctx.output_shape("y") == (80,) and ctx.output_shape("v") == (20,) and ctx.output_shape("which") == (1,)
+    ctx.set_input_shape("x", (6, 16))              # shapes persist; a change re-evaluates
+    with pytest.raises(InputError, match="'m' dim 0 \\(batch\\) is 5 but input 'x' gives batch = 6"):
+        ctx.output_shape("y")
+    ctx.set_input_shape("m", (6,))
+    assert ctx.output_shape("y") == (96,)
+    with pytest.raises(InputError, match="outside 0..64"):
+        ctx.set_input_shape("x", (-1, 16))
+    assert ctx.output_shape("y") == (96,)          # a refused shape changes nothing
+    with pytest.raises(InputError, match="engine has no input named 'q'") as e:
+        ctx.set_input_shape("q", (1,))
+    assert e.value.code == "NOT_FOUND"
+
+
+def _c_api(engine):
+    lib = engine._lib
+    P = ctypes.c_void_p
+    for name, args in [("aotc_context_bind_input", [P, ctypes.c_char_p, P, ctypes.c_size_t]),
+                       ("aotc_context_bind_output", [P, ctypes.c_char_p, P, ctypes.c_size_t])]:
+        getattr(lib, name).argtypes = args
+    return lib
+
+
+def test_max_size_buffers_fit_every_shape_and_small_ones_are_refused(engine, rng):
+    """Callers binding their own buffers: the max byte_size always fits; one too small for the
+    current shape is refused by the run, naming it."""
+    ctx = engine.create_context()
+    lib = _c_api(engine)
+    bufs = {t.name: np.full(t.nbytes // 4, np.nan, np.float32) if t.dtype == "f32" else np.full(1, -7, np.int32)
+            for t in engine.inputs + engine.outputs}
+    for t in engine.inputs + engine.outputs:
+        bind = lib.aotc_context_bind_input if t in engine.inputs else lib.aotc_context_bind_output
+        rb._check(bind(ctx._ptr, t.name.encode(), bufs[t.name].ctypes.data, bufs[t.name].nbytes))
+    for batch, seq in [(3, 8), (50, 64)]:
+        feeds = inputs(rng, batch, seq)
+        for k, v in feeds.items():
+            bufs[k][:v.size] = v.reshape(-1)
+            ctx.set_input_shape(k, v.shape)
+        rb._check(lib.aotc_context_run(ctx._ptr))
+        _check({"y": bufs["y"][:batch * 16], "which": bufs["which"], "v": bufs["v"][:seq]}, feeds)
+    before = {k: v.copy() for k, v in bufs.items()}
+    ctx.set_input_shape("m", (49,))                 # disagrees with x: the run launches nothing
+    with pytest.raises(rb.RuntimeFailure, match="input 'm' dim 0 \\(batch\\) is 49 but input 'x' gives batch = 50"):
+        rb._check(lib.aotc_context_run(ctx._ptr))
+    for k in bufs:
+        np.testing.assert_array_equal(bufs[k], before[k])
+    ctx.set_input_shape("m", (50,))
+    small = np.zeros(16, np.float32)
+    rb._check(lib.aotc_context_bind_output(ctx._ptr, b"y", small.ctypes.data, small.nbytes))
+    with pytest.raises(rb.RuntimeFailure, match="output 'y' is bound to a 64-byte buffer, its shape at this run "
+                                                "needs 3200 bytes"):
+        rb._check(lib.aotc_context_run(ctx._ptr))
+    ctx.set_input_shape("x", (1, 16))
+    ctx.set_input_shape("m", (1,))
+    rb._check(lib.aotc_context_run(ctx._ptr))      # batch 1 needs exactly 64 bytes
+
+
+def test_static_engines_keep_their_exact_binding_check(engine_file):
+    eng = rb.Engine(engine_file)
+    assert eng.dims == [] and all(t.max_shape is None for t in eng.inputs + eng.outputs)
+    ctx = eng.create_context()
+    ctx.set_input_shape("x", (10, 100))            # its own shape is accepted
+    with pytest.raises(InputError, match="input 'x' dim 0 is 9, the engine's is 10"):
+        ctx.set_input_shape("x", (9, 100))
+    buf = np.zeros(999, np.float32)
+    with pytest.raises(rb.RuntimeFailure, match="input 'u' needs 4000 bytes, got a 3996-byte buffer"):
+        rb._check(_c_api(eng).aotc_context_bind_input(ctx._ptr, b"u", buf.ctypes.data, buf.nbytes))
+
+
+NO_ALLOC_C = r"""
+/* Counts heap allocations made while shapes change: there must be none. */
+#include <stdio.h>
+#include <stdlib.h>
+#include "aotc_runtime.h"
+static long allocs;
+void *__real_malloc(size_t); void *__real_calloc(size_t, size_t); void *__real_realloc(void *, size_t);
+void *__wrap_malloc(size_t n) { ++allocs; return __real_malloc(n); }
+void *__wrap_calloc(size_t a, size_t b) { ++allocs; return __real_calloc(a, b); }
+void *__wrap_realloc(void *p, size_t n) { ++allocs; return __real_realloc(p, n); }
+#define CHECK(x) do { aotc_status_t s_ = (x); if (s_) { printf("error: %s\n", aotc_status_message(s_)); return 1; } } while (0)
+int main(int argc, char **argv) {
+  aotc_engine_t *e; aotc_context_t *c;
+  CHECK(aotc_engine_load_from_file(argv[1], NULL, &e));
+  CHECK(aotc_context_create(e, AOTC_DEVICE_CPU, &c));
+  long before = allocs, rank_sum = 0;
+  for (int64_t b = 1; b <= 60; ++b) {
+    int64_t x[2] = {b, 16}, m[1] = {b}, u[1] = {4 * (b % 16 + 1)}, y[AOTC_MAX_RANK];
+    size_t rank;
+    CHECK(aotc_context_set_input_shape(c, "x", 2, x));
+    CHECK(aotc_context_set_input_shape(c, "m", 1, m));
+    CHECK(aotc_context_set_input_shape(c, "u", 1, u));
+    CHECK(aotc_context_get_output_shape(c, "y", &rank, y));
+    if (y[0] != 16 * b) { printf("y is %lld at batch %lld\n", (long long)y[0], (long long)b); return 1; }
+    rank_sum += (long)rank;
+  }
+  printf("allocations %ld over %ld shape changes\n", allocs - before, rank_sum);
+  aotc_context_release(c);
+  aotc_engine_release(e);
+  return 0;
+}
+"""
+
+
+def test_a_shape_change_allocates_nothing(tmp_path):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    src_dir = os.path.join(os.path.dirname(rb.__file__), "runtime")
+    (tmp_path / "no_alloc.c").write_text(NO_ALLOC_C)
+    exe = tmp_path / "no_alloc"
+    wraps = ",".join(f"--wrap={f}" for f in ("malloc", "calloc", "realloc"))
+    proc = subprocess.run([cc, "-std=c99", "-O1", "-I", src_dir, str(tmp_path / "no_alloc.c"),
+                           *[os.path.join(src_dir, f) for f in rb._SOURCES], f"-Wl,{wraps}", "-o", str(exe),
+                           "-ldl", "-lpthread"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    path = tmp_path / "dyn.engine"
+    write_engine(make_dynamic_plan(host_build()), path)
+    run = subprocess.run([str(exe), str(path)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip() == "allocations 0 over 60 shape changes"
