@@ -5,6 +5,7 @@ shape change allocates nothing."""
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -229,3 +230,65 @@ def test_a_shape_change_allocates_nothing(tmp_path):
     run = subprocess.run([str(exe), str(path)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.strip() == "allocations 0 over 60 shape changes"
+
+
+def _random_program(rng, n_dims: int, n_ops: int) -> list:
+    from aotc.package.plan import SHAPE_OPS, ShapeOp
+    names = [op for op in SHAPE_OPS if op != "const"]
+    ops = []
+    for k in range(n_ops):
+        reg = n_dims + k
+        if rng.random() < 0.3:
+            ops.append(ShapeOp("const", imm=int(rng.choice([0, 1, -1, 3, -7, 2**31, -(2**40), 2**62]))))
+        else:
+            ops.append(ShapeOp(str(rng.choice(names)), int(rng.integers(reg)), int(rng.integers(reg))))
+    return ops
+
+
+def _first_failure(plan, values: dict) -> tuple[list | None, str | None]:
+    """evaluate_program step by step: (registers, None), or (None, "zero" / "overflow") at the first
+    instruction that divides by zero or leaves int64 (where the C runtime stops)."""
+    from aotc.package.plan import evaluate_program
+    for k in range(len(plan.program)):
+        prefix = dataclasses.replace(plan, program=plan.program[:k + 1])
+        try:
+            last = evaluate_program(prefix, values)[-1]
+        except ZeroDivisionError:
+            return None, "zero"
+        if not -2**63 <= last < 2**63:
+            return None, "overflow"
+    return evaluate_program(plan, values), None
+
+
+def test_c_arithmetic_equals_the_python_reference_on_random_programs(host_lib):
+    """Random programs (every op, negative and huge values): where Python's evaluate_program gives
+    values that fit int64 the C runtime must hold the same (appended eq checks assert each
+    register); where Python divides by zero or leaves int64, the C runtime refuses that shape."""
+    from aotc.package.plan import DimSpec, EnginePlan, Reg, ShapeOp, TensorSpec
+    rng, seed = fresh_rng()
+    outcomes, buf = set(), np.zeros(100 * 100, np.uint8)
+    for trial in range(60):
+        dims = [DimSpec("a", 0, 100), DimSpec("b", 0, 100)]
+        ops = _random_program(rng, 2, 30)
+        values = {"a": int(rng.integers(0, 101)), "b": int(rng.integers(0, 101))}
+        plan = EnginePlan(inputs=[TensorSpec("x", "u8", (Reg(0), Reg(1)), (100, 100))], outputs=[], arena_size=0,
+                          weights=b"", launches=[], dims=dims, program=list(ops), host_lib=host_lib)
+        regs, bad = _first_failure(plan, values)
+        if regs is not None and bad is None:
+            for r, v in enumerate(regs):
+                base = 2 + len(plan.program)
+                plan.program += [ShapeOp("const", imm=v), ShapeOp("eq", r, base)]
+                plan.checks.append((Reg(base + 1), f"register {r} is {v} in Python"))
+        engine = rb.Engine(engine_bytes(plan))
+        ctx = engine.create_context()
+        ctx.set_input_shape("x", (values["a"], values["b"]))
+        rb._check(_c_api(engine).aotc_context_bind_input(ctx._ptr, b"x", buf.ctypes.data, buf.nbytes))
+        st = rb._take_status(ctx._lib.aotc_context_run(ctx._ptr))
+        if regs is not None and bad is None:
+            assert st is None, (seed, trial, st)
+            outcomes.add("equal")
+        else:
+            want = "divide by zero" if bad == "zero" else "overflow"
+            assert st and st[0] == "INVALID_ARGUMENT" and want in st[1], (seed, trial, st)
+            outcomes.add(want)
+    assert outcomes == {"equal", "overflow", "divide by zero"}, (seed, outcomes)
