@@ -181,22 +181,33 @@ def test_static_engines_keep_their_exact_binding_check(engine_file):
         rb._check(_c_api(eng).aotc_context_bind_input(ctx._ptr, b"u", buf.ctypes.data, buf.nbytes))
 
 
-NO_ALLOC_C = r"""
-/* Counts heap allocations made while shapes change: there must be none. */
+SHAPE_C = r"""
+/* The shape path from C: allocations while shapes change (there must be none, with
+ * -DCOUNT_ALLOCS), then runs at several shapes and every kind of refusal (under ASan/UBSan). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "aotc_runtime.h"
 static long allocs;
+#ifdef COUNT_ALLOCS
 void *__real_malloc(size_t); void *__real_calloc(size_t, size_t); void *__real_realloc(void *, size_t);
 void *__wrap_malloc(size_t n) { ++allocs; return __real_malloc(n); }
 void *__wrap_calloc(size_t a, size_t b) { ++allocs; return __real_calloc(a, b); }
 void *__wrap_realloc(void *p, size_t n) { ++allocs; return __real_realloc(p, n); }
+#endif
 #define CHECK(x) do { aotc_status_t s_ = (x); if (s_) { printf("error: %s\n", aotc_status_message(s_)); return 1; } } while (0)
+static int refused(aotc_status_t st, aotc_status_code_t code, const char *words) {
+  int ok = st && aotc_status_code(st) == code && strstr(aotc_status_message(st), words);
+  if (!ok) printf("expected %s '%s', got '%s'\n", aotc_status_code_string(code), words, aotc_status_message(st));
+  aotc_status_free(st);
+  return !ok;
+}
 int main(int argc, char **argv) {
   aotc_engine_t *e; aotc_context_t *c;
+  (void)argc;
   CHECK(aotc_engine_load_from_file(argv[1], NULL, &e));
   CHECK(aotc_context_create(e, AOTC_DEVICE_CPU, &c));
-  long before = allocs, rank_sum = 0;
+  long before = allocs, changes = 0;
   for (int64_t b = 1; b <= 60; ++b) {
     int64_t x[2] = {b, 16}, m[1] = {b}, u[1] = {4 * (b % 16 + 1)}, y[AOTC_MAX_RANK];
     size_t rank;
@@ -204,32 +215,103 @@ int main(int argc, char **argv) {
     CHECK(aotc_context_set_input_shape(c, "m", 1, m));
     CHECK(aotc_context_set_input_shape(c, "u", 1, u));
     CHECK(aotc_context_get_output_shape(c, "y", &rank, y));
-    if (y[0] != 16 * b) { printf("y is %lld at batch %lld\n", (long long)y[0], (long long)b); return 1; }
-    rank_sum += (long)rank;
+    if (rank != 1 || y[0] != 16 * b) { printf("y is %lld at batch %lld\n", (long long)y[0], (long long)b); return 1; }
+    ++changes;
   }
-  printf("allocations %ld over %ld shape changes\n", allocs - before, rank_sum);
+  printf("allocations %ld over %ld shape changes\n", allocs - before, changes);
+  static float x[64 * 16], m[64], u[64], y[1024], v[64];
+  static int which[1];
+  for (int i = 0; i < 64 * 16; ++i) x[i] = (float)(i % 13) - 6.0f;
+  for (int i = 0; i < 64; ++i) m[i] = u[i] = (float)i;
+  CHECK(aotc_context_bind_input(c, "x", x, sizeof x));
+  CHECK(aotc_context_bind_input(c, "m", m, sizeof m));
+  CHECK(aotc_context_bind_input(c, "u", u, sizeof u));
+  CHECK(aotc_context_bind_output(c, "y", y, sizeof y));
+  CHECK(aotc_context_bind_output(c, "which", which, sizeof which));
+  CHECK(aotc_context_bind_output(c, "v", v, sizeof v));
+  int64_t shapes[][2] = {{0, 4}, {1, 8}, {8, 64}, {9, 12}, {62, 4}, {3, 4}};
+  for (int k = 0; k < 6; ++k) {
+    int64_t xs[2] = {shapes[k][0], 16}, ms[1] = {shapes[k][0]}, us[1] = {shapes[k][1]};
+    CHECK(aotc_context_set_input_shape(c, "x", 2, xs));
+    CHECK(aotc_context_set_input_shape(c, "m", 1, ms));
+    CHECK(aotc_context_set_input_shape(c, "u", 1, us));
+    CHECK(aotc_context_run(c));
+    if (v[shapes[k][1] - 1] != 2.0f * (float)(shapes[k][1] - 1)) { printf("v wrong at %d\n", k); return 1; }
+  }
+  int64_t bad_rank[3] = {1, 16, 1}, big[2] = {65, 16}, neg[1] = {-1}, odd[1] = {6}, m4[1] = {4}, m63[1] = {63},
+          x63[2] = {63, 16};
+  int fails = 0;
+  fails += refused(aotc_context_set_input_shape(c, "x", 3, bad_rank), AOTC_STATUS_INVALID_ARGUMENT, "rank 2");
+  fails += refused(aotc_context_set_input_shape(c, "x", 2, big), AOTC_STATUS_INVALID_ARGUMENT, "is 65, outside 0..64");
+  fails += refused(aotc_context_set_input_shape(c, "m", 1, neg), AOTC_STATUS_INVALID_ARGUMENT, "is -1, outside");
+  fails += refused(aotc_context_set_input_shape(c, "u", 1, odd), AOTC_STATUS_INVALID_ARGUMENT, "multiple of 4");
+  fails += refused(aotc_context_set_input_shape(c, "nope", 1, odd), AOTC_STATUS_NOT_FOUND, "'nope'");
+  fails += refused(aotc_context_set_input_shape(c, NULL, 1, odd), AOTC_STATUS_INVALID_ARGUMENT, "NULL");
+  CHECK(aotc_context_set_input_shape(c, "m", 1, m4));
+  fails += refused(aotc_context_run(c), AOTC_STATUS_INVALID_ARGUMENT, "but input 'x' gives batch = 3");
+  CHECK(aotc_context_set_input_shape(c, "x", 2, x63));
+  CHECK(aotc_context_set_input_shape(c, "m", 1, m63));
+  fails += refused(aotc_context_run(c), AOTC_STATUS_INVALID_ARGUMENT, "must be at most 1000");
+  size_t rank = 9;
+  int64_t dims[AOTC_MAX_RANK];
+  fails += refused(aotc_context_get_output_shape(c, "y", &rank, dims), AOTC_STATUS_INVALID_ARGUMENT, "at most");
+  fails += refused(aotc_context_get_output_shape(c, "zz", &rank, dims), AOTC_STATUS_NOT_FOUND, "'zz'");
+  if (rank != 0) fails++;
+  aotc_context_t *fresh;
+  CHECK(aotc_context_create(e, AOTC_DEVICE_CPU, &fresh));
+  fails += refused(aotc_context_get_output_shape(fresh, "v", &rank, dims), AOTC_STATUS_FAILED_PRECONDITION,
+                   "input 'x' has a dynamic shape");
+  aotc_dim_info_t di;
+  CHECK(aotc_engine_dim_info(e, 1, &di));
+  if (aotc_engine_dim_count(e) != 2 || strcmp(di.name, "seq") || di.min != 4 || di.max != 64 || di.divisor != 4) fails++;
+  fails += refused(aotc_engine_dim_info(e, 2, &di), AOTC_STATUS_INVALID_ARGUMENT, "dim index 2");
+  aotc_tensor_info_t ti;
+  CHECK(aotc_engine_output_info(e, 0, &ti));
+  if (ti.dim_index[0] != AOTC_DIM_COMPUTED || ti.dims[0] != 1024) fails++;
+  CHECK(aotc_engine_input_info(e, 0, &ti));
+  if (ti.dim_index[0] != 0 || ti.dim_index[1] != AOTC_DIM_STATIC) fails++;
+  aotc_context_release(fresh);
   aotc_context_release(c);
   aotc_engine_release(e);
-  return 0;
+  printf("%s\n", fails ? "FAILED" : "shape path OK");
+  return fails != 0;
 }
 """
 
 
-def test_a_shape_change_allocates_nothing(tmp_path):
+def _shape_harness(tmp_path, flags: list[str], name: str) -> str:
     cc = shutil.which("cc") or shutil.which("gcc")
     src_dir = os.path.join(os.path.dirname(rb.__file__), "runtime")
-    (tmp_path / "no_alloc.c").write_text(NO_ALLOC_C)
-    exe = tmp_path / "no_alloc"
-    wraps = ",".join(f"--wrap={f}" for f in ("malloc", "calloc", "realloc"))
-    proc = subprocess.run([cc, "-std=c99", "-O1", "-I", src_dir, str(tmp_path / "no_alloc.c"),
-                           *[os.path.join(src_dir, f) for f in rb._SOURCES], f"-Wl,{wraps}", "-o", str(exe),
+    (tmp_path / "shape_path.c").write_text(SHAPE_C)
+    exe = tmp_path / name
+    proc = subprocess.run([cc, "-std=c99", "-O1", "-g", "-I", src_dir, str(tmp_path / "shape_path.c"),
+                           *[os.path.join(src_dir, f) for f in rb._SOURCES], *flags, "-o", str(exe),
                            "-ldl", "-lpthread"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    path = tmp_path / "dyn.engine"
+    return str(exe)
+
+
+@pytest.fixture(scope="module")
+def engine_on_disk(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dyn") / "dyn.engine"
     write_engine(make_dynamic_plan(host_build()), path)
-    run = subprocess.run([str(exe), str(path)], capture_output=True, text=True, timeout=120)
+    return path
+
+
+def test_a_shape_change_allocates_nothing(tmp_path, engine_on_disk):
+    wraps = ",".join(f"--wrap={f}" for f in ("malloc", "calloc", "realloc"))
+    exe = _shape_harness(tmp_path, ["-DCOUNT_ALLOCS", f"-Wl,{wraps}"], "count_allocs")
+    run = subprocess.run([exe, str(engine_on_disk)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.strip() == "allocations 0 over 60 shape changes"
+    assert run.stdout.splitlines() == ["allocations 0 over 60 shape changes", "shape path OK"]
+
+
+def test_the_shape_path_is_clean_under_asan_and_ubsan(tmp_path, engine_on_disk):
+    exe = _shape_harness(tmp_path, ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"], "sanitized")
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    run = subprocess.run([exe, str(engine_on_disk)], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr[-4000:]
+    assert run.stdout.splitlines()[-1] == "shape path OK"
 
 
 def _random_program(rng, n_dims: int, n_ops: int) -> list:
