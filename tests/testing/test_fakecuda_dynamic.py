@@ -89,3 +89,20 @@ def test_alternating_shapes_replay_their_graphs_and_match_the_cpu(dynamic_engine
     assert not any(graphs["replays"][8:18]) and graphs["replays"][18:] == [False, True, False]
     assert graphs["graph_launches"] == 4 + 1 + 1
     assert r["live_allocations"] == 0          # every graph of the cache was destroyed
+
+
+def test_a_pointer_where_the_kernel_takes_an_int_is_refused(tmp_path):
+    """The cubin says dyn_mul_w's 4th parameter is a 4-byte int: only a dim may go there."""
+    from aotc.package.plan import BufferRef
+    cubin, ptx = device_images()
+    plan = make_dynamic_plan(host_build(), {"sm_90": cubin}, ptx)
+    plan.launches[0].args[3] = BufferRef("weight")
+    path = tmp_path / "bad.engine"
+    write_engine(plan, path)
+    code = ("import sys\nfrom aotc.package.runtime_binding import Engine\n"
+            "try:\n    Engine(sys.argv[1]).create_context('cuda')\nexcept Exception as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **environment(), "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == ("kernel 'dyn_mul_w' (launch 0): parameter 3 is 4 bytes in the cubin sm_90, the "
+                                   "launch plan passes 8-byte pointers (or a 4- or 8-byte dim)")
