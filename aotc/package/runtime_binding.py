@@ -38,7 +38,7 @@ from aotc.package.plan import DTYPE_CODES, DimSpec, Reg, TensorSpec
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SRC = os.path.join(_HERE, "runtime")
-_SOURCES = ["status.c", "engine.c", "context.c", "shape.c", "device_cpu.c", "device_cuda.c"]
+_SOURCES = ["status.c", "engine.c", "plan.c", "context.c", "shape.c", "device_cpu.c", "device_cuda.c"]
 _HEADERS = ["aotc_runtime.h", "aotc_internal.h"]
 _MAX_RANK = 8
 _DEVICES = {"cpu": 0, "cuda": 1}

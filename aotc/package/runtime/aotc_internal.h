@@ -34,6 +34,15 @@ aotc_status_t aotc_make_status(aotc_status_code_t code, const char *fmt, ...)
     ;
 uint32_t aotc_crc32(const uint8_t *data, size_t size);
 
+/* A corrupt engine (engine.c, plan.c): DATA_LOSS with a printf-style message. */
+#define DATA_LOSS(...) aotc_make_status(AOTC_STATUS_DATA_LOSS, "corrupt engine: " __VA_ARGS__)
+
+/* Little-endian reads of engine bytes. */
+static inline uint32_t rd32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+
 typedef struct aotc_section_s {
   uint32_t kind;
   char tag[16]; /* NUL-terminated */
@@ -156,6 +165,8 @@ struct aotc_context_s {
 
 /* Parses and validates; used by load and check. */
 aotc_status_t aotc_engine_parse(aotc_engine_t *engine);
+/* plan.c: the PLAN section (engine->plan and engine->weights set). */
+aotc_status_t aotc_plan_parse(aotc_engine_t *engine);
 
 /* shape.c */
 /* Evaluates the shape program if an input shape changed (no allocation);
