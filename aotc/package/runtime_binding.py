@@ -7,6 +7,12 @@ newer; else it is compiled once with `cc` (or $CC) into the cache directory
 ($AOTC_CACHE_DIR, else $XDG_CACHE_HOME/aotc, else ~/.cache/aotc), keyed by a
 hash of the sources.
 
+Dynamic engines (Engine.dims not empty): `ctx.run` sets each input's shape
+from its array (aotc_context_set_input_shape: range errors are InputError
+naming the input, dim, value and range) and returns outputs at the shapes
+the runtime computes; `ctx.set_input_shape` / `ctx.output_shape` serve
+callers that bind their own buffers.
+
 Threads: an Engine may be shared; use one Context per thread (a Context
 also serializes its own runs with a lock). ctypes releases the GIL while the
 runtime runs, so contexts on several threads run in parallel.

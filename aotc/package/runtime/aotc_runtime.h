@@ -324,7 +324,8 @@ AOTC_API aotc_status_t aotc_context_run(aotc_context_t *context);
 AOTC_API aotc_status_t aotc_context_enqueue(aotc_context_t *context, void *stream);
 /* Waits for the stream of the last aotc_context_enqueue (cpu: no-op). */
 AOTC_API aotc_status_t aotc_context_synchronize(aotc_context_t *context);
-/* 1 if the context's next run replays a captured CUDA graph, else 0. */
+/* 1 if the context's next run replays a captured CUDA graph (of the current
+ * bindings and, for a dynamic engine, the current input shapes), else 0. */
 AOTC_API int aotc_context_uses_cuda_graph(const aotc_context_t *context);
 
 /* Runtime library version string, e.g. "aotc-runtime 0.1.0 (format 2)". */
