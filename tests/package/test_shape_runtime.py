@@ -374,3 +374,16 @@ def test_c_arithmetic_equals_the_python_reference_on_random_programs(host_lib):
             assert st and st[0] == "INVALID_ARGUMENT" and want in st[1], (seed, trial, st)
             outcomes.add(want)
     assert outcomes == {"equal", "overflow", "divide by zero"}, (seed, outcomes)
+
+
+def test_a_dim_used_twice_by_one_input_must_agree_with_itself(host_lib):
+    from aotc.package.plan import DimSpec, EnginePlan, Reg, TensorSpec
+    plan = EnginePlan(inputs=[TensorSpec("a", "f32", (Reg(0), Reg(0)), (8, 8))],
+                      outputs=[TensorSpec("d", "f32", (Reg(0),), (8,))], arena_size=0, weights=b"", launches=[],
+                      dims=[DimSpec("n", 1, 8)], host_lib=host_lib)
+    ctx = rb.Engine(engine_bytes(plan)).create_context()
+    ctx.set_input_shape("a", (3, 4))
+    with pytest.raises(InputError, match=r"^input 'a' dim 1 \(n\) is 4 but input 'a' gives n = 3$"):
+        ctx.output_shape("d")
+    ctx.set_input_shape("a", (5, 5))
+    assert ctx.output_shape("d") == (5,)

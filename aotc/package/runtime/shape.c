@@ -97,10 +97,13 @@ static aotc_status_t gather_dims(aotc_context_t *x) {
         continue;
       }
       if (x->regs[d] == shape[k]) continue;
-      const char *first = "?"; /* the first input that named dim d */
-      for (uint32_t j = 0; j < i && first[0] == '?'; ++j)
-        for (uint32_t r = 0; r < e->tensors[j].rank; ++r)
-          if (e->tensors[j].reg[r] == d) first = e->tensors[j].name;
+      const char *first = t->name; /* the first input that named dim d (maybe this one, earlier) */
+      for (uint32_t j = 0, found = 0; j < i && !found; ++j)
+        for (uint32_t r = 0; r < e->tensors[j].rank && !found; ++r)
+          if (e->tensors[j].reg[r] == d) {
+            first = e->tensors[j].name;
+            found = 1;
+          }
       return INVALID("input '%s' dim %u (%s) is %lld but input '%s' gives %s = %lld", t->name, k,
                      e->dims[d].name, (long long)shape[k], first, e->dims[d].name, (long long)x->regs[d]);
     }
