@@ -85,8 +85,8 @@ def _symbolic_shape(plan: EnginePlan, t: TensorSpec) -> list:
     """A tensor's shape for people: ints, and each dynamic dim as the compiler spelled it
     (plan.manifest["shapes"], e.g. "batch*128"), or an input's dim name, else None."""
     given = plan.manifest.get("shapes", {}).get(t.name) if isinstance(plan.manifest.get("shapes"), dict) else None
-    if isinstance(given, (list, tuple)) and len(given) == len(t.shape):
-        return [d if isinstance(d, int) else str(d) for d in given]
+    if isinstance(given, (list, tuple)) and len(given) == len(t.shape):   # "128" (a repr) is the int 128
+        return [d if isinstance(d, int) else int(d) if str(d).isdigit() else str(d) for d in given]
     return [d if not isinstance(d, Reg) else plan.dims[d.index].name if d.index < len(plan.dims) else None
             for d in t.shape]
 

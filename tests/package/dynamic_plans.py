@@ -95,8 +95,8 @@ def make_dynamic_plan(host_lib: bytes = b"", cubins: dict | None = None, ptx: by
         dims=[DimSpec("batch", 0, 64), DimSpec("seq", 4, 64, 4)], program=program(),
         checks=[(Reg(10), CHECK_MESSAGE)], host_lib=host_lib, cubins=dict(cubins or {}), ptx=ptx,
         ptx_arch="compute_90" if ptx else "",
-        manifest={"shapes": {"x": ["batch", 16], "m": ["batch"], "u": ["seq"], "y": ["batch*16"],
-                             "v": ["seq"]}})
+        manifest={"shapes": {"x": ["batch", "16"], "m": ["batch"], "u": ["seq"], "y": ["batch*16"],
+                             "v": ["seq"]}})   # as the compiler writes them: repr() of each dim
 
 
 def inputs(rng, batch: int, seq: int) -> dict[str, np.ndarray]:
