@@ -113,9 +113,10 @@ def build_launches(graph: Graph, regions: list[Region], kernels: list, writes: d
     buckets = buckets_for(graph.dims) if variants else []
     for i, k in enumerate(kernels):
         choices = [(b, v, program.within(dict(buckets[b].bounds)), buckets[b].name) for b, v in variants.get(i, [])]
-        for j, (_, v, holds, name) in enumerate(choices):      # the first bucket that holds wins
-            launches.append(_launch(v, i, refs, writes, memory, counter_ref, program,
-                                    program.all_of([holds] + [program.not_(c[2]) for c in choices[:j]]), name))
+        for j, (b, v, holds, name) in enumerate(choices):      # the first bucket that holds wins
+            with D.dim_ranges(buckets[b].ranges(graph.dims)):   # sizes the bucket pins become ints
+                launches.append(_launch(v, i, refs, writes, memory, counter_ref, program,
+                                        program.all_of([holds] + [program.not_(c[2]) for c in choices[:j]]), name))
         when = program.all_of([program.not_(c[2]) for c in choices]) if choices else None
         launches.append(_launch(k, i, refs, writes, memory, counter_ref, program, when,
                                 "generic" if choices else ""))
@@ -133,7 +134,7 @@ def _launch(k, i: int, refs, writes, memory, counter_ref, program, when, variant
     if k.dims or not all(isinstance(g, int) for g in grid):
         if program is None:
             raise ValueError(f"kernel {k.name} has dynamic sizes but no shape program was given")
-        grid = tuple(program.ref(g) for g in grid)
+        grid = tuple(program.ref(g if D.known(g) is None else D.known(g)) for g in grid)
         args += [P.BufferRef("dim", index=program.register(D.sym(d))) for d in k.dims]
     return P.Launch(k.name, grid, k.block, k.smem, args, k.bytes, k.flops, describe(k), when, variant,
                     k.bytes_expr, k.flops_expr)
