@@ -23,7 +23,7 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 RUNTIME = "aotc/package/runtime"
-SOURCES = ["status.c", "engine.c", "context.c", "device_cpu.c", "device_cuda.c"]
+SOURCES = ["status.c", "engine.c", "plan.c", "context.c", "shape.c", "device_cpu.c", "device_cuda.c"]
 FAKECUDA = "aotc/testing/fakecuda"
 FAKECUDA_SOURCES = ["fakecuda_core.c", "fakecuda_exec.c", "fakecuda_module.c", "fakecuda_image.c",
                     "fakecuda_queue.c"]

@@ -202,14 +202,16 @@ def _compile_imported(imported, times, stage, done, say, cubin_archs, ptx_arch, 
 
     stage("codegen")
     say(f"generating kernels for {len(regions)} regions")
-    regions, kernels, writes = generate_kernels(optimized, regions, split_k)
+    variants: dict = {}
+    regions, kernels, writes = generate_kernels(optimized, regions, split_k, variants)
     program = ShapeProgram(optimized.dims)
-    launches, weights, memory = build_launches(optimized, regions, kernels, writes, program)
-    source = codegen.module_source(kernels)
-    names = list(dict.fromkeys(k.name for k in kernels))
+    launches, weights, memory = build_launches(optimized, regions, kernels, writes, program, variants)
+    built = kernels + [k for vs in variants.values() for _, k in vs]       # every kernel the engine holds
+    source = codegen.module_source(built)
+    names = list(dict.fromkeys(k.name for k in built))
     done("codegen")
 
-    cubins, resources, ptx, host_lib = _build_binaries(kernels, source, names, cubin_archs, ptx_arch,
+    cubins, resources, ptx, host_lib = _build_binaries(built, source, names, cubin_archs, ptx_arch,
                                                         host, host_lib, times, say, fast_compile)
 
     stage("package")
@@ -229,7 +231,7 @@ def _compile_imported(imported, times, stage, done, say, cubin_archs, ptx_arch, 
                                     zip(optimized.signature_output_names(), optimized.outputs)}}}
                      if optimized.dims else {}),
                   **({"debug_outputs": [d.as_dict() for d in debug]} if debug is not None else {}),
-                  **sanitize_fields(source, kernels)})
+                  **sanitize_fields(source, built)})
     done("package")
     return CompileResult(plan, imported, optimized, times, memory.lower_bound, regions, kernels, report)
 
@@ -240,14 +242,25 @@ def tensor_spec(name: str, v, program) -> P.TensorSpec:
     return P.TensorSpec(name, v.dtype.name, shape, None if v.type.is_static else tuple(upper(d) for d in v.shape))
 
 
-def generate_kernels(graph: Graph, regions: list, split_k: bool = True):
+def generate_kernels(graph: Graph, regions: list, split_k: bool = True, variants: dict | None = None):
     """(regions with a copy region per graph output no region writes, one Kernel per region,
-    region index -> graph output position): what the package stage's build_launches takes."""
+    region index -> graph output position): what the package stage's build_launches takes.
+
+    For a dynamic graph, pass a dict as `variants`: it receives region index -> [(bucket index, Kernel)],
+    the size-bucket variants of each region (aotc.kernels.variants) beside its generic kernel."""
     from aotc.kernels import codegen
+    from aotc.kernels.variants import buckets_for, generate_variants
     from aotc.package.launch_plan import add_output_copies
     regions, writes = add_output_copies(graph, regions)
     producer = graph.producers()
-    return regions, [codegen.generate(graph, r, producer, split_k) for r in regions], writes
+    kernels = [codegen.generate(graph, r, producer, split_k) for r in regions]
+    if variants is not None and graph.dims:
+        buckets = buckets_for(graph.dims)
+        for i, (r, k) in enumerate(zip(regions, kernels)):
+            found = generate_variants(lambda: codegen.generate(graph, r, producer, split_k), k, buckets, graph.dims)
+            if found:
+                variants[i] = found
+    return regions, kernels, writes
 
 
 def _timed(fn, *args):

@@ -27,6 +27,8 @@ def handle_errors(fn):
 @click.option("--against", default="onnxruntime,tensorrt,torch,jax", show_default=True,
               help="Comma-separated competitors (onnxruntime, tensorrt, torch, jax); empty for aotc alone.")
 @click.option("--batch", type=int, default=None, help="Set dim 0 of every ONNX input (aotc and competitors alike).")
+@click.option("--dim", "dims", multiple=True, metavar="NAME=INT",
+              help="A dynamic engine's dim, e.g. batch=4 (repeatable; others at their max).")
 @click.option("--precision", type=click.Choice(["fp32", "tf32", "fp16", "bf16"]), default="fp32", show_default=True)
 @click.option("--iterations", default=100, show_default=True, help="Timed runs per system (at most).")
 @click.option("--warmup", default=10, show_default=True, help="Untimed runs first.")
@@ -46,7 +48,7 @@ def handle_errors(fn):
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 @handle_errors
 def bench(model_or_engine, device, against, batch, precision, iterations, warmup, max_seconds, input_sets, seed,
-          inputs_path, model_path, arch, json_path, csv_path, plot_path, quiet):
+          inputs_path, model_path, arch, json_path, csv_path, plot_path, quiet, dims=()):
     """Benchmark MODEL_OR_ENGINE (.onnx, StableHLO, or a .engine) on DEVICE against competitors."""
     from aotc.bench import load_source, parse_against, run_bench
     from aotc.bench.report import format_table, write_csv, write_json, write_plot
@@ -61,6 +63,12 @@ def bench(model_or_engine, device, against, batch, precision, iterations, warmup
             raise AotcError("--plot needs matplotlib (pip install matplotlib)") from None
     names = parse_against(against)
     source = load_source(model_or_engine, batch, model_path)
+    if dims:
+        from aotc.package.dim_values import parse_dim_values
+        if source.model is not None:
+            raise AotcError("--dim applies to a prebuilt dynamic engine given alone; a model's shapes come "
+                            "from the model (or --batch)")
+        source.dim_values = parse_dim_values(dims)
     base = None
     if inputs_path:
         from aotc.cli.main import _load_inputs

@@ -225,28 +225,37 @@ def _load_inputs(path, specs):
               help="Write outputs to this .npz, keyed by output name.")
 @click.option("--seed", default=0, show_default=True, help="Seed for random inputs.")
 @click.option("--iterations", default=1, show_default=True, help="Run this many times; report the median time.")
+@click.option("--dim", "dims", multiple=True, metavar="NAME=INT",
+              help="A dynamic engine's dim for random inputs, e.g. batch=4 (repeatable; others at their max).")
 @click.option("--sanitize", is_flag=True,
               help="cpu only: rebuild the host build with the sanitizer (races, bounds, alignment, barriers, "
                    "uninitialized shared memory); violations exit 1.")
 @click.option("--sanitize-order", default="forward", show_default=True, metavar="forward|reverse|random:SEED",
               help="With --sanitize: the order blocks and threads run in.")
 @handle_errors
-def run_cmd(engine, device, inputs_path, outputs_path, seed, iterations, sanitize, sanitize_order):
+def run_cmd(engine, device, inputs_path, outputs_path, seed, iterations, sanitize, sanitize_order, dims=()):
     """Run ENGINE once on DEVICE and print its outputs' shapes and statistics."""
     if sanitize:
-        return _run_sanitized(engine, device, inputs_path, outputs_path, seed, iterations, sanitize_order)
+        return _run_sanitized(engine, device, inputs_path, outputs_path, seed, iterations, sanitize_order, dims)
     import numpy as np
 
+    from aotc.errors import InputError
+    from aotc.package.dim_values import choose_dims, concrete_spec, parse_dim_values
     from aotc.package.runtime_binding import Engine
     eng = Engine(engine)
-    inputs = _load_inputs(inputs_path, eng.inputs) if inputs_path else _random_inputs(eng.inputs, seed)
+    if inputs_path and dims:
+        raise InputError("--dim applies to random inputs; with --inputs the arrays' shapes are used")
+    values = choose_dims(eng.dims, parse_dim_values(dims))
+    specs = [concrete_spec(s, eng.dims, values) for s in eng.inputs]
+    inputs = _load_inputs(inputs_path, eng.inputs) if inputs_path else _random_inputs(specs, seed)
     ctx = eng.create_context(device=device)
     times = []
     for _ in range(max(1, iterations)):
         t0 = time.perf_counter()
         outputs = ctx.run(inputs)
         times.append(time.perf_counter() - t0)
-    click.echo(f"ran {engine} on {device}: {len(outputs)} output(s), median {np.median(times) * 1e3:.2f} ms "
+    at = "" if not eng.dims or inputs_path else f" at {', '.join(f'{k}={v}' for k, v in values.items())}"
+    click.echo(f"ran {engine} on {device}{at}: {len(outputs)} output(s), median {np.median(times) * 1e3:.2f} ms "
                f"over {len(times)} run(s)")
     for name, a in outputs.items():
         af = a.astype(np.float64) if a.size else a
@@ -257,7 +266,7 @@ def run_cmd(engine, device, inputs_path, outputs_path, seed, iterations, sanitiz
         click.echo(f"  outputs written to {outputs_path}")
 
 
-def _run_sanitized(engine, device, inputs_path, outputs_path, seed, iterations, order):
+def _run_sanitized(engine, device, inputs_path, outputs_path, seed, iterations, order, dims=()):
     """`run --sanitize`: the same run on a sanitizing host build; one line per violation kind."""
     import os
     import re
@@ -278,7 +287,8 @@ def _run_sanitized(engine, device, inputs_path, outputs_path, seed, iterations, 
         saved = {k: os.environ.get(k) for k in ("AOTC_SANITIZE_REPORT", "AOTC_SANITIZE_ORDER")}
         os.environ.update(AOTC_SANITIZE_REPORT=report, AOTC_SANITIZE_ORDER=order)
         try:
-            run_cmd.callback.__wrapped__(path, device, inputs_path, outputs_path, seed, iterations, False, order)
+            run_cmd.callback.__wrapped__(path, device, inputs_path, outputs_path, seed, iterations, False, order,
+                                         dims)
         finally:
             for k, v in saved.items():
                 os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)

@@ -10,7 +10,9 @@
  *      aotc/package/_aotc_runtime.so -lpthread -o hello_engine
  *   ./hello_engine model.engine [threads=4] [requests=64] [dump.bin] [--cuda]
  *
- * Request r's inputs are pseudo-random, derived from r alone. dump.bin, if
+ * A dynamic engine is served at its largest shape (aotc_context_set_input_shape;
+ * a static input accepts its own shape too). Request r's inputs are pseudo-random,
+ * derived from r alone. dump.bin, if
  * given, receives request 0's inputs then outputs, raw, in engine order.
  * Exit status: 0 all answers right, 1 a wrong answer, 2 a runtime error.
  */
@@ -80,6 +82,11 @@ static void fill(uint8_t *p, const aotc_tensor_info_t *t, uint64_t seed) {
 
 /* Binds request r's inputs and the given output buffers, runs once. */
 static aotc_status_t answer(aotc_context_t *ctx, const server_t *sv, size_t r, uint8_t **outs) {
+  for (size_t i = 0; i < sv->n_in; ++i) { /* a dynamic engine: this demo serves its largest shape */
+    int64_t dims[AOTC_MAX_RANK];
+    for (uint32_t d = 0; d < sv->in[i].rank; ++d) dims[d] = (int64_t)sv->in[i].dims[d];
+    AOTC_RETURN_IF_ERROR(aotc_context_set_input_shape(ctx, sv->in[i].name, sv->in[i].rank, dims));
+  }
   for (size_t i = 0; i < sv->n_in; ++i)
     AOTC_RETURN_IF_ERROR(aotc_context_bind_host_input(ctx, sv->in[i].name,
                                                       sv->inputs[r * sv->n_in + i], sv->in[i].byte_size));

@@ -23,6 +23,7 @@ class Source:
     input_shapes: dict | None = None
     torch_module: object = None             # callable returning a torch.nn.Module
     torch_input_names: list = field(default_factory=list)
+    dim_values: dict = field(default_factory=dict)   # a dynamic engine's dims (`--dim`), others at their max
     _graph: object = None
 
     def model_bytes(self) -> bytes:
@@ -41,8 +42,11 @@ class Source:
     def input_specs(self) -> list:
         """Input specs (name, dtype name, shape): from the imported model, else from the engine."""
         if self.model is None:
+            from aotc.package.dim_values import choose_dims, concrete_spec
             from aotc.package.engine_format import read_engine
-            return list(read_engine(self.engine_bytes).inputs)
+            plan = read_engine(self.engine_bytes)
+            values = choose_dims(plan.dims, self.dim_values)
+            return [concrete_spec(s, plan.dims, values) for s in plan.inputs]
         from aotc.package.plan import TensorSpec
         return [TensorSpec(v.name, v.dtype.name, tuple(v.shape)) for v in self.graph().inputs]
 

@@ -368,6 +368,12 @@ def _atom_bounds(atom) -> tuple[int, int]:
     return max(alo, blo), max(ahi, bhi)
 
 
+def known(x) -> int | None:
+    """`x`'s value when the current ranges leave it only one (a static int, or dims pinned), else None."""
+    lo, hi = _bounds(x)
+    return lo if lo == hi else None
+
+
 def upper(x) -> int:
     """The largest value `x` takes over the current ranges (sound, maybe not tight)."""
     return _bounds(x)[1]
@@ -453,6 +459,9 @@ def _render(x, name, human: bool) -> str:
 
 def _render_atom(atom, name, human: bool) -> str:
     if atom[0] == "s":
+        r = _RANGES.get().get(atom[1])
+        if not human and r is not None and r.min == r.max:     # a dim pinned by a variant's bucket
+            return str(r.min)
         return name(atom[1])
     op, a, b = atom
     ra, rb = _render(a, name, human), _render(b, name, human)
@@ -498,5 +507,5 @@ def prod(xs):
 
 
 __all__ = ["DimExpr", "DimRange", "DynamicDecisionError", "sym", "is_static", "as_dim", "symbols", "upper", "lower",
-           "floordiv", "ceildiv", "mod", "dmin", "dmax", "dim_ranges", "current_ranges", "substitute",
+           "floordiv", "ceildiv", "mod", "dmin", "dmax", "dim_ranges", "known", "current_ranges", "substitute",
            "evaluate", "specialize_value", "contains_dims", "c_name", "prod", "broadcast_shapes", "INT_MAX"]

@@ -87,7 +87,12 @@ def infer_types(op: str, attrs: dict, in_types: list[TensorType], node_name: str
 
 def node_flops(op: str, attrs: dict, in_types, out_types) -> int:
     """FLOPs of one node (at the top of the ranges for dynamic shapes)."""
-    return int(D.upper(get(op).flops(attrs, in_types, out_types)))
+    return int(D.upper(node_flops_expr(op, attrs, in_types, out_types)))
+
+
+def node_flops_expr(op: str, attrs: dict, in_types, out_types):
+    """FLOPs of one node: an int, or an expression of the dynamic dims."""
+    return get(op).flops(attrs, in_types, out_types)
 
 
 def node_bytes(in_types, out_types) -> int:

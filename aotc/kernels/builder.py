@@ -47,6 +47,8 @@ class Kernel:
     views: dict = field(default_factory=dict)   # param -> (input it is a slice of, byte offset)
     extra_outputs: list = field(default_factory=list)   # written after `out` (region.extra_roots)
     dims: list = field(default_factory=list)    # dynamic dim names passed by value after the pointers
+    bytes_expr: object = None      # `bytes` and `flops` as expressions of the dynamic dims (ints when static);
+    flops_expr: object = None      # the ints above are their values at the top of the ranges
 
     def sources(self) -> list[Value]:
         """The materialized values the kernel reads (a view's source in its place)."""
@@ -181,8 +183,8 @@ class KernelBuilder:
             if splits > 1:
                 grid = (grid[0], grid[1], B * splits)
                 params += ", float *__restrict__ aotc_ws, unsigned int *__restrict__ aotc_sem"
-                extra = splits * B * M * N * 4          # f32 partials: L2-resident (see split_k.py)
-                counters = grid[0] * grid[1] * grid[2] // splits
+                extra = D.upper(splits * B * M * N * 4)          # f32 partials: L2-resident (see split_k.py)
+                counters = D.upper(grid[0] * grid[1] * grid[2] // splits)
         slots = dict(slots, name=_NAME_MARK, params=params, idx_t=self.idx_t,
                      what=self.region.describe().replace("\n", " "))
         text = instantiate(f"{kind}.cu", slots)
@@ -194,13 +196,13 @@ class KernelBuilder:
         name = f"aotc_{kind}_{digest}"
         text = text.replace(_NAME_MARK, name)
         region = self.region
-        nbytes = sum(touched_bytes(v, region.nodes) for v in self.params) + region.root.type.max_nbytes \
-            + sum(v.type.max_nbytes for v in region.extra_roots)
-        flops = sum(ops.node_flops(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs])
+        bytes_expr = sum(touched_bytes(v, region.nodes) for v in self.params) + region.root.type.nbytes \
+            + sum(v.type.nbytes for v in region.extra_roots)
+        flops_expr = sum(ops.node_flops_expr(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs])
                     for n in region.nodes)
         return Kernel(name, text, self.params + [region.root], tuple(grid), tuple(block), smem,
-                      region, nbytes, flops, splits, extra, counters, dict(self.views),
-                      list(region.extra_roots), dims)
+                      region, D.upper(bytes_expr), D.upper(flops_expr), splits, extra, counters, dict(self.views),
+                      list(region.extra_roots), dims, bytes_expr, flops_expr)
 
 
 def _epilogue_path(region: Region, producer) -> list:
@@ -229,7 +231,7 @@ def _linear_offset(index, shape) -> int:
 
 def touched_bytes(v: Value, nodes) -> int:
     """Bytes of input `v` a kernel reads: the rows a gather picks or a slice keeps, else all of v
-    (at the top of the ranges for a dynamic shape).
+    (an expression of the dynamic dims for a dynamic shape).
 
     An embedding lookup reads seq rows of a 50k-row table, an LSTM step one
     time slice; counting the whole tensor would overstate their traffic 100x.
@@ -238,8 +240,8 @@ def touched_bytes(v: Value, nodes) -> int:
     partial = all((n.op == "gather" and n.inputs[0] is v and v not in n.inputs[1:]) or n.op == "slice"
                   for n in users)
     if not users or not partial:
-        return v.type.max_nbytes
-    return min(v.type.max_nbytes, D.upper(sum(n.outputs[0].type.size for n in users) * v.dtype.itemsize))
+        return v.type.nbytes
+    return D.dmin(v.type.nbytes, sum(n.outputs[0].type.size for n in users) * v.dtype.itemsize)
 
 
 # -- shared by several families: reductions (reduce, window, chain), GEMM operands and epilogues

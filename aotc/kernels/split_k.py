@@ -57,9 +57,10 @@ def choose_splits(batch: int, m: int, n: int, k: int) -> tuple[int, int]:
 def split_slots(kind: str, batch: int, m: int, n: int, k: int, idx_t: str, enabled: bool = True):
     """(template slots, splits, K per split) for a GEMM template with this geometry.
 
-    A GEMM with a dynamic size never splits: its tile count is known only at run time."""
-    static = all(D.is_static(x) for x in (batch, m, n, k))
-    splits, per = choose_splits(batch, m, n, k) if enabled and static else (1, k)
+    A GEMM with a dynamic size splits only in a variant whose bucket pins its sizes (variants.py):
+    otherwise its tile count is known only at run time."""
+    sizes = [D.known(x) for x in (batch, m, n, k)]         # dims a variant's bucket pins count as known
+    splits, per = choose_splits(*sizes) if enabled and None not in sizes else (1, k)
     if splits == 1:
         return dict(b_index="blockIdx.z", k_begin="0", k_end=str(k), split_fixup=""), 1, k
     begin = f"({idx_t})(blockIdx.z % {splits}) * {per}"

@@ -1,6 +1,7 @@
 """The engine container: one versioned file holding everything a runtime needs.
 
-All integers are little-endian. Layout of a version-1 engine file:
+All integers are little-endian. Layout of a version-2 engine file (version 2 added
+the shape program of dynamic engines to the PLAN section):
 
   Header (64 bytes, at offset 0)
     0  u8[8]  magic "AOTCENG\\0"
@@ -9,7 +10,7 @@ All integers are little-endian. Layout of a version-1 engine file:
    16  u8[16] aotc version "MAJOR.MINOR.PATCH[A-Za-z0-9.+-]*" (numbers of
               at most 4 digits), NUL-padded; a runtime runs engines from
               MIN_AOTC_VERSION up to the next major after MAX_AOTC_MAJOR
-   32  u32    flags (must be 0 in version 1)
+   32  u32    flags (must be 0)
    36  u32    section count (1..64)
    40  u64    section-table offset (64: right after the header)
    48  u64    file size (must equal the byte count of the file)
@@ -36,25 +37,8 @@ All integers are little-endian. Layout of a version-1 engine file:
   MANIFEST: UTF-8 JSON for people and tools (`aotc inspect`, read_manifest);
   the runtime does not read it. `plan.manifest` extras go under "extra".
 
-  PLAN: the binary launch plan the C runtime reads (engine.c mirrors this):
-    header, 48 bytes:
-      u32 input_count, output_count, dim_count, kernel_count,
-          launch_count, arg_count, strtab_size, arena_zeroed
-      u64 arena_size, weights_size (== size of the WEIGHTS section)
-    arena_zeroed (<= arena_size): the runtime zeroes the arena's last
-    arena_zeroed bytes when it creates a context (split-K tile counters,
-    which the kernels leave zero again); 0 in engines without split-K.
-    tensors, (input_count + output_count) x 16 bytes, inputs first:
-      u32 name_off, name_len (into strtab; strtab[name_off + name_len] == 0)
-      u8 dtype (plan.DTYPE_CODES), u8 rank (<= 8), u16 reserved(0)
-      u32 dims_start (rank entries of the dims pool)
-    dims pool, dim_count x u64
-    kernels, kernel_count x 8 bytes: u32 name_off, name_len ([A-Za-z0-9_]+)
-    launches, launch_count x 40 bytes:
-      u32 kernel_index, grid[3], block[3], smem, arg_start, arg_count
-    args, arg_count x 16 bytes: u32 kind (plan.REF_*), u32 index, u64 offset
-    strtab, strtab_size bytes of NUL-terminated names
-  The section size equals exactly the sum of these parts.
+  PLAN: the binary launch plan and shape program the C runtime reads;
+  its layout is in plan_section.py (engine.c mirrors it).
 """
 from __future__ import annotations
 
@@ -67,31 +51,21 @@ import zlib
 
 from aotc import __version__
 from aotc.errors import EngineFormatError
-from aotc.package.plan import (DTYPE_CODES, DTYPE_SIZES, REF_KINDS, BufferRef, EnginePlan,
-                               Launch, TensorSpec)
+from aotc.package.plan import EnginePlan, Reg, TensorSpec
+from aotc.package.plan_section import parse_plan, plan_bytes
 
 MAGIC = b"AOTCENG\0"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MIN_AOTC_VERSION = (0, 1, 0)     # aotc_runtime.h: AOTC_ENGINE_MIN_AOTC_VERSION
 MAX_AOTC_MAJOR = 0               # aotc_runtime.h: AOTC_ENGINE_MAX_AOTC_MAJOR
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)[A-Za-z0-9.+\-]*\Z", re.ASCII)
 ALIGN = 256
-MAX_RANK = 8
 MAX_SECTIONS = 64
 SEC_MANIFEST, SEC_PLAN, SEC_WEIGHTS, SEC_CUBIN, SEC_PTX, SEC_HOST_LIB = 1, 2, 3, 4, 5, 6
 SECTION_NAMES = {1: "MANIFEST", 2: "PLAN", 3: "WEIGHTS", 4: "CUBIN", 5: "PTX", 6: "HOST_LIB"}
 
 _HEADER = struct.Struct("<8sII16sIIQQII")          # 64 bytes
 _SECTION = struct.Struct("<II16sQQII")             # 48 bytes
-_PLAN_HDR = struct.Struct("<8I2Q")                 # 48 bytes
-_TENSOR = struct.Struct("<IIBBHI")                 # 16 bytes
-_KERNEL = struct.Struct("<II")                     # 8 bytes
-_LAUNCH = struct.Struct("<10I")                    # 40 bytes
-_ARG = struct.Struct("<IIQ")                       # 16 bytes
-_DTYPE_NAMES = {v: k for k, v in DTYPE_CODES.items()}
-_REF_NAMES = {v: k for k, v in REF_KINDS.items()}
-_IDENT = re.compile(r"[A-Za-z0-9_]+\Z")
-_U32 = 0xFFFFFFFF
 
 
 def _fail(msg: str):
@@ -107,62 +81,36 @@ def _pad_tag(tag: str, what: str) -> bytes:
 
 # ----------------------------------------------------------------- writer --
 
-def _plan_bytes(plan: EnginePlan) -> bytes:
-    strtab = bytearray()
-    names: dict[str, int] = {}
+def _symbolic_shape(plan: EnginePlan, t: TensorSpec) -> list:
+    """A tensor's shape for people: ints, and each dynamic dim as the compiler spelled it
+    (plan.manifest["shapes"], e.g. "batch*128"), or an input's dim name, else None."""
+    given = plan.manifest.get("shapes", {}).get(t.name) if isinstance(plan.manifest.get("shapes"), dict) else None
+    if isinstance(given, (list, tuple)) and len(given) == len(t.shape):   # "128" (a repr) is the int 128
+        return [d if isinstance(d, int) else int(d) if str(d).isdigit() else str(d) for d in given]
+    return [d if not isinstance(d, Reg) else plan.dims[d.index].name if d.index < len(plan.dims) else None
+            for d in t.shape]
 
-    def intern(name: str) -> tuple[int, int]:
-        if name not in names:
-            names[name] = len(strtab)
-            strtab.extend(name.encode() + b"\0")
-        return names[name], len(name.encode())
 
-    tensors, dims = [], []
-    for t in list(plan.inputs) + list(plan.outputs):
-        if t.dtype not in DTYPE_CODES:
-            raise ValueError(f"tensor {t.name!r}: unknown dtype {t.dtype!r}")
-        if len(t.shape) > MAX_RANK or any(d < 0 for d in t.shape):
-            raise ValueError(f"tensor {t.name!r}: bad shape {t.shape}")
-        off, ln = intern(t.name)
-        tensors.append(_TENSOR.pack(off, ln, DTYPE_CODES[t.dtype], len(t.shape), 0, len(dims)))
-        dims.extend(t.shape)
-    kernels = plan.kernels
-    kidx = {k: i for i, k in enumerate(kernels)}
-    kern_rows = []
-    for k in kernels:
-        if not _IDENT.match(k):
-            raise ValueError(f"kernel name {k!r} is not a C identifier")
-        kern_rows.append(_KERNEL.pack(*intern(k)))
-    launches, args = [], []
-    for ln in plan.launches:
-        start = len(args)
-        for a in ln.args:
-            kind = REF_KINDS[a.kind]
-            args.append(_ARG.pack(kind, a.index if kind in (0, 1) else 0, a.offset))
-        launches.append(_LAUNCH.pack(kidx[ln.kernel], *ln.grid, *ln.block, ln.smem,
-                                     start, len(ln.args)))
-    head = _PLAN_HDR.pack(len(plan.inputs), len(plan.outputs), len(dims), len(kernels),
-                          len(launches), len(args), len(strtab), plan.arena_zeroed,
-                          plan.arena_size, len(plan.weights))
-    out = b"".join([head, *tensors, struct.pack(f"<{len(dims)}Q", *dims), *kern_rows,
-                    *launches, *args, bytes(strtab)])
-    try:  # the writer never produces what the reader rejects
-        _parse_plan(out, len(plan.weights))
-    except EngineFormatError as e:
-        raise ValueError(f"invalid engine plan: {str(e).removeprefix('corrupt engine: ')}") from None
-    return out
+def _grid_json(grid) -> list:
+    return [f"r{g.index}" if isinstance(g, Reg) else g for g in grid]
 
 
 def _manifest(plan: EnginePlan) -> dict:
     def spec(t: TensorSpec) -> dict:
-        return {"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "bytes": t.nbytes}
-    launches = [{"kernel": ln.kernel, "grid": list(ln.grid), "block": list(ln.block),
+        out = {"name": t.name, "dtype": t.dtype, "shape": _symbolic_shape(plan, t), "bytes": t.nbytes}
+        if not t.is_static:
+            out["max_shape"] = list(t.static_shape)
+        return out
+    launches = [{"kernel": ln.kernel, "grid": _grid_json(ln.grid), "block": list(ln.block),
                  "smem": ln.smem, "bytes": ln.bytes, "flops": ln.flops, "region": ln.region,
+                 "variant": ln.variant, "when": None if ln.when is None else f"r{ln.when.index}",
                  "args": [{"kind": a.kind, "index": a.index, "offset": a.offset} for a in ln.args]}
                 for ln in plan.launches]
     return {
         "format": "aotc-engine", "format_version": FORMAT_VERSION, "aotc_version": __version__,
         "inputs": [spec(t) for t in plan.inputs], "outputs": [spec(t) for t in plan.outputs],
+        "dims": [{"name": d.name, "min": d.min, "max": d.max, "divisor": d.divisor} for d in plan.dims],
+        "checks": [msg for _, msg in plan.checks], "shape_program_ops": len(plan.program),
         "arena_size": plan.arena_size, "arena_zeroed": plan.arena_zeroed, "weights_size": len(plan.weights),
         "kernels": plan.kernels, "launches": launches,
         "totals": {"launches": len(plan.launches), "bytes": sum(ln.bytes for ln in plan.launches),
@@ -179,7 +127,7 @@ def _engine_parts(plan: EnginePlan) -> list:
     chunks as they are, engine_bytes joins them once.
     """
     sections = [(SEC_MANIFEST, "", json.dumps(_manifest(plan), indent=1).encode()),
-                (SEC_PLAN, "", _plan_bytes(plan)), (SEC_WEIGHTS, "", memoryview(plan.weights))]
+                (SEC_PLAN, "", plan_bytes(plan)), (SEC_WEIGHTS, "", memoryview(plan.weights))]
     for arch in sorted(plan.cubins):
         if not re.match(r"sm_\d+[a-z]?\Z", arch):
             raise ValueError(f"cubin arch {arch!r} is not like 'sm_80'")
@@ -344,91 +292,24 @@ def read_manifest(data: bytes) -> dict:
         _fail(f"MANIFEST is not valid JSON ({e})")
 
 
-def _parse_plan(p: bytes, weights_size: int):
-    if len(p) < _PLAN_HDR.size:
-        _fail(f"PLAN section is {len(p)} bytes, shorter than its header")
-    ni, no, nd, nk, nl, na, ns, zeroed, arena, wsize = _PLAN_HDR.unpack_from(p)
-    want = (_PLAN_HDR.size + _TENSOR.size * (ni + no) + 8 * nd + _KERNEL.size * nk
-            + _LAUNCH.size * nl + _ARG.size * na + ns)
-    if want != len(p):
-        _fail(f"PLAN section is {len(p)} bytes, its counts need {want}")
-    if zeroed > arena:
-        _fail(f"PLAN zeroed arena tail {zeroed} exceeds the arena size {arena}")
-    if wsize != weights_size:
-        _fail(f"PLAN weights size {wsize} != WEIGHTS section size {weights_size}")
-    pos = _PLAN_HDR.size + _TENSOR.size * (ni + no)
-    dims = struct.unpack_from(f"<{nd}Q", p, pos)
-    pos += 8 * nd
-    kpos, lpos = pos, pos + _KERNEL.size * nk
-    apos = lpos + _LAUNCH.size * nl
-    strtab = p[apos + _ARG.size * na:]
-
-    def string(off: int, ln: int, what: str) -> str:
-        if off + ln >= ns or strtab[off + ln] != 0 or b"\0" in strtab[off:off + ln]:
-            _fail(f"{what} name [{off}, +{ln}) outside the string table")
-        return strtab[off:off + ln].decode("utf-8", "replace")
-
-    tensors = []
-    for i in range(ni + no):
-        off, ln, dt, rank, r2, ds = _TENSOR.unpack_from(p, _PLAN_HDR.size + i * _TENSOR.size)
-        what = f"input {i}" if i < ni else f"output {i - ni}"
-        if dt not in _DTYPE_NAMES or rank > MAX_RANK or ds + rank > nd or r2:
-            _fail(f"{what}: dtype {dt}, rank {rank} or dims [{ds}, +{rank}) invalid")
-        spec = TensorSpec(string(off, ln, what), _DTYPE_NAMES[dt], tuple(dims[ds:ds + rank]))
-        n = DTYPE_SIZES[spec.dtype]
-        for d in spec.shape:  # same partial-product rule as engine.c
-            if d and n > ((1 << 62) - 1) // d:
-                _fail(f"{what} '{spec.name}' byte size overflows")
-            n *= d
-        tensors.append(spec)
-    ins, outs = tensors[:ni], tensors[ni:]
-    for group, what in ((ins, "input"), (outs, "output")):
-        if len({t.name for t in group}) != len(group):
-            _fail(f"duplicate {what} names")
-    kernels = []
-    for i in range(nk):
-        name = string(*_KERNEL.unpack_from(p, kpos + i * _KERNEL.size), f"kernel {i}")
-        if not _IDENT.match(name):
-            _fail(f"kernel {i} name {name!r} is not a C identifier")
-        kernels.append(name)
-    sizes = {"input": [t.nbytes for t in ins], "output": [t.nbytes for t in outs]}
-    launches = []
-    for i in range(nl):
-        k, g0, g1, g2, b0, b1, b2, smem, a0, ac = _LAUNCH.unpack_from(p, lpos + i * _LAUNCH.size)
-        if k >= nk or a0 + ac > na or 0 in (g0, g1, g2, b0, b1, b2):
-            _fail(f"launch {i}: kernel {k}, args [{a0}, +{ac}) or zero grid/block invalid")
-        args = []
-        for j in range(a0, a0 + ac):
-            kind, idx, off = _ARG.unpack_from(p, apos + j * _ARG.size)
-            name = _REF_NAMES.get(kind)
-            if name in sizes:
-                ok = idx < len(sizes[name]) and (off == 0 or off < sizes[name][idx])
-            else:
-                ok = name is not None and idx == 0 and (off == 0 or off < (arena if kind == 2 else wsize))
-            if not ok:
-                _fail(f"launch {i} arg {j - a0}: kind {kind} index {idx} offset {off} out of bounds")
-            args.append(BufferRef(name, idx, off))
-        launches.append(Launch(kernels[k], (g0, g1, g2), (b0, b1, b2), smem, args))
-    return ins, outs, (arena, zeroed), launches
-
-
 def read_engine(data: bytes) -> EnginePlan:
     """Parse and validate an engine image; EngineFormatError names what is wrong."""
     secs = _sections(data)
     weights = _section(secs, SEC_WEIGHTS)[1]
-    ins, outs, (arena, zeroed), launches = _parse_plan(_section(secs, SEC_PLAN)[1], len(weights))
+    fields = parse_plan(_section(secs, SEC_PLAN)[1], len(weights))
+    launches = fields["launches"]
     try:
         man = json.loads(_section(secs, SEC_MANIFEST)[1])
         mls = man.get("launches", [])
         if len(mls) == len(launches):
             for ln, m in zip(launches, mls):
                 ln.bytes, ln.flops, ln.region = int(m.get("bytes", 0)), int(m.get("flops", 0)), str(m.get("region", ""))
+                ln.variant = str(m.get("variant", ""))
         extra = man.get("extra", {})
     except (ValueError, UnicodeDecodeError, AttributeError, TypeError) as e:
         _fail(f"MANIFEST is not valid ({e})")
     ptx = _section(secs, SEC_PTX)
     host = _section(secs, SEC_HOST_LIB)
-    return EnginePlan(inputs=ins, outputs=outs, arena_size=arena, arena_zeroed=zeroed, weights=weights,
-                      launches=launches, cubins={t: d for k, t, d in secs if k == SEC_CUBIN},
+    return EnginePlan(**fields, weights=weights, cubins={t: d for k, t, d in secs if k == SEC_CUBIN},
                       ptx=ptx[1] if ptx else b"", ptx_arch=ptx[0] if ptx else "",
                       host_lib=host[1] if host else b"", manifest=extra if isinstance(extra, dict) else {})

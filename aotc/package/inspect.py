@@ -4,10 +4,17 @@ Reads the engine with the validating reader (a corrupt file is an
 EngineFormatError, not a crash) and derives the modelled totals and the
 roofline floor: the time the kernels would take if each ran at the memory
 bandwidth or the arithmetic peak, whichever binds.
+
+A dynamic engine shows its dims and their ranges, each tensor's shape by
+dim name (as the compiler wrote it in the manifest) with its max shape, the
+arena at the max, and each launch's size-bucket variant. Its totals and
+roofline count the launches that run at the largest shape (one variant per
+region), since variants of a region never run together.
 """
 from __future__ import annotations
 
 from aotc.package.engine_format import read_engine, read_manifest
+from aotc.package.plan import Reg, evaluate_program
 
 # H200 defaults (measured-class figures; override with `aotc inspect --bandwidth/--fp32-tflops/--tc-tflops`)
 H200_BANDWIDTH = 4.3e12          # bytes/s
@@ -64,22 +71,57 @@ def _fmt_resources(k: dict) -> str:
     return f" regs {regs} smem {smem} B" + (f" local {local} B" if local else "")
 
 
+def _tensor(spec, given: dict) -> dict:
+    out = {"name": spec.name, "dtype": spec.dtype, "shape": list(spec.shape)}
+    if not spec.is_static:   # dims by name, as the manifest spells them (None where it does not)
+        shape = given.get("shape")
+        out["shape"] = list(shape) if isinstance(shape, list) and len(shape) == len(spec.shape) else \
+            [d if not isinstance(d, Reg) else None for d in spec.shape]
+        out["max_shape"] = list(spec.static_shape)
+    return out
+
+
+def launches_at_max(plan) -> tuple[list, dict]:
+    """The launches that run at every dim's max (all of them for a static engine), and those dims."""
+    if not plan.dims:
+        return list(plan.launches), {}
+    at = {d.name: d.max // d.divisor * d.divisor for d in plan.dims}
+    try:
+        regs = evaluate_program(plan, at)
+    except (ZeroDivisionError, IndexError):   # a program the runtime would refuse at max: show all
+        return list(plan.launches), at
+    return [l for l in plan.launches if l.when is None or regs[l.when.index]], at
+
+
+def _grid(grid) -> list:
+    return [f"r{g.index}" if isinstance(g, Reg) else g for g in grid]
+
+
 def describe_engine(data: bytes, bandwidth: float = H200_BANDWIDTH, fp32_flops: float = H200_FP32_FLOPS,
                     tc_flops: float = H200_TC_FLOPS) -> dict:
     plan = read_engine(data)
     manifest = read_manifest(data)
     usage = kernel_resources(plan)
-    kernels = [{"name": l.kernel, "region": l.region, "grid": list(l.grid), "block": list(l.block),
+    kernels = [{"name": l.kernel, "region": l.region, "grid": _grid(l.grid), "block": list(l.block),
                 "smem": l.smem, "bytes": l.bytes, "flops": l.flops,
                 "resources": {a: per[l.kernel] for a, per in usage.items() if l.kernel in per}}
                for l in plan.launches]
-    total_bytes = sum(l.bytes for l in plan.launches)
-    total_flops = sum(l.flops for l in plan.launches)
+    for k, l in zip(kernels, plan.launches):
+        if plan.dims:
+            k["variant"] = l.variant
+            k["when"] = None if l.when is None else f"r{l.when.index}"
+    counted, at_max = launches_at_max(plan)
+    total_bytes = sum(l.bytes for l in counted)
+    total_flops = sum(l.flops for l in counted)
+    given = {t.get("name"): t for t in manifest.get("inputs", []) + manifest.get("outputs", []) if isinstance(t, dict)}
     return {
         "aotc_version": manifest.get("aotc_version"),
         "format_version": manifest.get("format_version"),
-        "inputs": [{"name": s.name, "dtype": s.dtype, "shape": list(s.shape)} for s in plan.inputs],
-        "outputs": [{"name": s.name, "dtype": s.dtype, "shape": list(s.shape)} for s in plan.outputs],
+        "dims": {d.name: [d.min, d.max] for d in plan.dims},
+        "dim_divisors": {d.name: d.divisor for d in plan.dims if d.divisor != 1},
+        "totals_at": at_max,
+        "inputs": [_tensor(s, given.get(s.name, {})) for s in plan.inputs],
+        "outputs": [_tensor(s, given.get(s.name, {})) for s in plan.outputs],
         "kernels": kernels,
         "distinct_kernels": len(plan.kernels),
         "arena_bytes": plan.arena_size,
@@ -91,7 +133,7 @@ def describe_engine(data: bytes, bandwidth: float = H200_BANDWIDTH, fp32_flops: 
         "engine_bytes": len(data),
         "total_bytes": total_bytes,
         "total_flops": total_flops,
-        "roofline_floor_us_h200": roofline_floor_s(plan.launches, bandwidth, fp32_flops, tc_flops) * 1e6,
+        "roofline_floor_us_h200": roofline_floor_s(counted, bandwidth, fp32_flops, tc_flops) * 1e6,
         "roofline_assumptions": {"bandwidth_bytes_per_s": bandwidth, "fp32_flops": fp32_flops,
                                  "tensor_core_flops": tc_flops},
         "runnable": runnable_here(data),
@@ -99,11 +141,21 @@ def describe_engine(data: bytes, bandwidth: float = H200_BANDWIDTH, fp32_flops: 
 
 
 def _fmt_tensor(t) -> str:
-    return f"{t['name']}: {t['dtype']}[{','.join(map(str, t['shape']))}]"
+    text = f"{t['name']}: {t['dtype']}[{','.join('?' if d is None else str(d) for d in t['shape'])}]"
+    return text + (f" (max [{','.join(map(str, t['max_shape']))}])" if "max_shape" in t else "")
+
+
+def _fmt_dims(info: dict) -> str:
+    div = info.get("dim_divisors", {})
+    return ", ".join(f"{name} {lo}..{hi}" + (f" (multiples of {div[name]})" if name in div else "")
+                     for name, (lo, hi) in info["dims"].items())
 
 
 def format_description(info: dict, path: str = "") -> str:
     lines = [f"engine {path} (aotc {info['aotc_version']}, {info['engine_bytes']} bytes)"]
+    dynamic = bool(info.get("dims"))
+    if dynamic:
+        lines.append(f"dynamic dims: {_fmt_dims(info)}")
     lines.append("inputs:")
     lines += [f"  {_fmt_tensor(t)}" for t in info["inputs"]]
     lines.append("outputs:")
@@ -111,13 +163,17 @@ def format_description(info: dict, path: str = "") -> str:
     lines.append(f"kernels: {len(info['kernels'])} launches, {info['distinct_kernels']} distinct"
                  + (f" (regs per thread on {'/'.join(info['archs'])})" if info["archs"] else ""))
     for i, k in enumerate(info["kernels"]):
-        lines.append(f"  {i:3d} {k['name']:<28} grid {tuple(k['grid'])} block {tuple(k['block'])}"
-                     f"{_fmt_resources(k)} {k['bytes']:>10} B {k['flops']:>12} FLOP  {k['region']}")
+        grid = "(" + ", ".join(map(str, k["grid"])) + ")"
+        variant = f"  [{k['variant'] or 'all sizes'}]" if dynamic else ""
+        lines.append(f"  {i:3d} {k['name']:<28} grid {grid} block {tuple(k['block'])}"
+                     f"{_fmt_resources(k)} {k['bytes']:>10} B {k['flops']:>12} FLOP  {k['region']}{variant}")
     lb = info.get("arena_lower_bound")
-    lines.append(f"memory: arena {info['arena_bytes']} B" + (f" (lower bound {lb} B)" if lb is not None else "")
-                 + f", weights {info['weights_bytes']} B")
+    lines.append(f"memory: arena {info['arena_bytes']} B" + (" at max" if dynamic else "")
+                 + (f" (lower bound {lb} B)" if lb is not None else "") + f", weights {info['weights_bytes']} B")
     ra = info.get("roofline_assumptions", {})
-    lines.append(f"modelled: {info['total_bytes']} B moved, {info['total_flops']} FLOP; roofline floor "
+    at = info.get("totals_at") or {}
+    where = f" at {', '.join(f'{k}={v}' for k, v in at.items())}" if at else ""
+    lines.append(f"modelled{where}: {info['total_bytes']} B moved, {info['total_flops']} FLOP; roofline floor "
                  f"{info['roofline_floor_us_h200']:.2f} us (H200 defaults: "
                  f"{ra.get('bandwidth_bytes_per_s', H200_BANDWIDTH) / 1e12:g} TB/s, "
                  f"{ra.get('fp32_flops', H200_FP32_FLOPS) / 1e12:g} TFLOP/s fp32, "

@@ -17,6 +17,7 @@ from aotc.fusion.region import GatedPayload, Region
 from aotc.ir import dims as D
 from aotc.ir.graph import Graph, Value
 from aotc.kernels.aliasing import may_alias_output
+from aotc.kernels.variants import buckets_for
 from aotc.package import plan as P
 from aotc.package.memory_plan import ALIGN, Buffer, MemoryPlan, align_up, plan_memory
 from aotc.package.shape_program import ShapeProgram
@@ -41,7 +42,7 @@ def add_output_copies(graph: Graph, regions: list[Region]) -> tuple[list[Region]
 
 
 def build_launches(graph: Graph, regions: list[Region], kernels: list, writes: dict[int, int],
-                   program: ShapeProgram | None = None):
+                   program: ShapeProgram | None = None, variants: dict | None = None):
     """Resolve the arguments of the kernels generated for `regions` (output copies included, see
     add_output_copies, whose `writes` map says which region writes which graph output).
 
@@ -52,8 +53,12 @@ def build_launches(graph: Graph, regions: list[Region], kernels: list, writes: d
 
     A dynamic graph's sizes (grids, the dims kernels take by value) become registers of
     `program` (shape_program.py); every buffer is planned at the top of the ranges, so
-    offsets stay fixed.
+    offsets stay fixed. `variants` (region index -> [(bucket index, Kernel)], from
+    aotc.kernels.variants) adds each region's bucket kernels: launches of one region, each
+    predicated so that exactly one runs per shape (the first bucket that holds, else the
+    generic kernel).
     """
+    variants = variants or {}
     if len(kernels) != len(regions):
         raise ValueError(f"{len(kernels)} kernels for {len(regions)} regions")
 
@@ -90,33 +95,49 @@ def build_launches(graph: Graph, regions: list[Region], kernels: list, writes: d
                 last[v] = max(last[v], i)
     buffers = [Buffer(v, v.type.max_nbytes, first[v], last[v],
                       in_place_input(regions[first[v]], kernels[first[v]], first, last)) for v in first]
-    buffers += [Buffer(("split-k workspace", i), k.workspace, i, i) for i, k in enumerate(kernels) if k.splits > 1]
+    alternatives = {i: [k] + [v for _, v in variants.get(i, [])] for i, k in enumerate(kernels)}
+    buffers += [Buffer(("split-k workspace", i), max(k.workspace for k in ks), i, i)
+                for i, ks in alternatives.items() if any(k.splits > 1 for k in ks)]
     memory = plan_memory(buffers)
     for v, off in memory.offsets.items():
         if not isinstance(v, tuple):
             refs[v] = P.BufferRef("arena", offset=off)
-    counters = max((k.counters for k in kernels), default=0)
+    counters = max((k.counters for ks in alternatives.values() for k in ks), default=0)
+    counter_ref = None
     if counters:
         counter_ref = P.BufferRef("arena", offset=align_up(memory.size, ALIGN))
         memory.zeroed = align_up(4 * counters, ALIGN)
         memory.size = counter_ref.offset + memory.zeroed
 
     launches = []
+    buckets = buckets_for(graph.dims) if variants else []
     for i, k in enumerate(kernels):
-        args = [_view_ref(refs, k, v) for v in k.params[:-1]]
-        args.append(P.BufferRef("output", index=writes[i]) if i in writes else refs[k.region.root])
-        args += [refs[v] for v in k.extra_outputs]
-        if k.splits > 1:
-            args += [P.BufferRef("arena", offset=memory.offsets[("split-k workspace", i)]), counter_ref]
-        grid = k.grid
-        if k.dims or not all(isinstance(g, int) for g in grid):
-            if program is None:
-                raise ValueError(f"kernel {k.name} has dynamic sizes but no shape program was given")
-            grid = tuple(program.ref(g) for g in grid)
-            args += [P.BufferRef("dim", index=program.register(D.sym(d))) for d in k.dims]
-        launches.append(P.Launch(k.name, grid, k.block, k.smem, args, k.bytes, k.flops,
-                                 describe(k)))
+        choices = [(b, v, program.within(dict(buckets[b].bounds)), buckets[b].name) for b, v in variants.get(i, [])]
+        for j, (b, v, holds, name) in enumerate(choices):      # the first bucket that holds wins
+            with D.dim_ranges(buckets[b].ranges(graph.dims)):   # sizes the bucket pins become ints
+                launches.append(_launch(v, i, refs, writes, memory, counter_ref, program,
+                                        program.all_of([holds] + [program.not_(c[2]) for c in choices[:j]]), name))
+        when = program.all_of([program.not_(c[2]) for c in choices]) if choices else None
+        launches.append(_launch(k, i, refs, writes, memory, counter_ref, program, when,
+                                "generic" if choices else ""))
     return launches, weights, memory
+
+
+def _launch(k, i: int, refs, writes, memory, counter_ref, program, when, variant: str) -> P.Launch:
+    """Region i's launch of kernel `k`, its pointers resolved and its sizes as registers."""
+    args = [_view_ref(refs, k, v) for v in k.params[:-1]]
+    args.append(P.BufferRef("output", index=writes[i]) if i in writes else refs[k.region.root])
+    args += [refs[v] for v in k.extra_outputs]
+    if k.splits > 1:
+        args += [P.BufferRef("arena", offset=memory.offsets[("split-k workspace", i)]), counter_ref]
+    grid = k.grid
+    if k.dims or not all(isinstance(g, int) for g in grid):
+        if program is None:
+            raise ValueError(f"kernel {k.name} has dynamic sizes but no shape program was given")
+        grid = tuple(program.ref(g if D.known(g) is None else D.known(g)) for g in grid)
+        args += [P.BufferRef("dim", index=program.register(D.sym(d))) for d in k.dims]
+    return P.Launch(k.name, grid, k.block, k.smem, args, k.bytes, k.flops, describe(k), when, variant,
+                    k.bytes_expr, k.flops_expr)
 
 
 def describe(k) -> str:

@@ -122,6 +122,8 @@ class Launch:
     region: str = ""                 # human-readable region description
     when: Reg | None = None          # run only where this register is nonzero (a size-bucket variant)
     variant: str = ""                # the bucket this launch serves, for `aotc inspect` (e.g. "batch<=8")
+    bytes_expr: object = None        # compile-time only (not written): bytes and flops as expressions of the
+    flops_expr: object = None        # dynamic dims, for reports at one shape (bench/dynamic_report.py)
 
 
 @dataclass

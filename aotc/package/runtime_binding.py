@@ -7,6 +7,12 @@ newer; else it is compiled once with `cc` (or $CC) into the cache directory
 ($AOTC_CACHE_DIR, else $XDG_CACHE_HOME/aotc, else ~/.cache/aotc), keyed by a
 hash of the sources.
 
+Dynamic engines (Engine.dims not empty): `ctx.run` sets each input's shape
+from its array (aotc_context_set_input_shape: range errors are InputError
+naming the input, dim, value and range) and returns outputs at the shapes
+the runtime computes; `ctx.set_input_shape` / `ctx.output_shape` serve
+callers that bind their own buffers.
+
 Threads: an Engine may be shared; use one Context per thread (a Context
 also serializes its own runs with a lock). ctypes releases the GIL while the
 runtime runs, so contexts on several threads run in parallel.
@@ -34,15 +40,19 @@ import numpy as np
 
 from aotc.errors import EngineFormatError, InputError, RuntimeFailure
 from aotc.package.c_build import build_cached
-from aotc.package.plan import DTYPE_CODES, TensorSpec
+from aotc.package.plan import DTYPE_CODES, DimSpec, Reg, TensorSpec
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SRC = os.path.join(_HERE, "runtime")
-_SOURCES = ["status.c", "engine.c", "context.c", "device_cpu.c", "device_cuda.c"]
+_SOURCES = ["status.c", "engine.c", "plan.c", "context.c", "shape.c", "device_cpu.c", "device_cuda.c"]
 _HEADERS = ["aotc_runtime.h", "aotc_internal.h"]
 _MAX_RANK = 8
 _DEVICES = {"cpu": 0, "cuda": 1}
 _DTYPE_NAMES = {v: k for k, v in DTYPE_CODES.items()}
+# An output dim the engine computes from the input shapes (aotc_runtime.h's AOTC_DIM_COMPUTED):
+# Context.output_shape gives its value. An input's dynamic dim is Reg(index into Engine.dims).
+COMPUTED_DIM = Reg(-2)
+_INPUT_CODES = {"INVALID_ARGUMENT", "FAILED_PRECONDITION", "NOT_FOUND"}
 _CODES = ["OK", "INVALID_ARGUMENT", "NOT_FOUND", "DATA_LOSS", "UNIMPLEMENTED", "UNAVAILABLE",
           "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED", "INTERNAL"]
 
@@ -53,7 +63,13 @@ class _ContextOptions(ctypes.Structure):
 
 class _TensorInfo(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_uint32),
-                ("dims", ctypes.c_uint64 * _MAX_RANK), ("byte_size", ctypes.c_uint64)]
+                ("dims", ctypes.c_uint64 * _MAX_RANK), ("byte_size", ctypes.c_uint64),
+                ("dim_index", ctypes.c_int32 * _MAX_RANK)]
+
+
+class _DimInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("min", ctypes.c_uint32), ("max", ctypes.c_uint32),
+                ("divisor", ctypes.c_uint32)]
 
 
 def _build_cached() -> str:
@@ -104,6 +120,11 @@ def _load() -> ctypes.CDLL:
             ("aotc_engine_input_count", S, [P]), ("aotc_engine_output_count", S, [P]),
             ("aotc_engine_input_info", st, [P, S, ctypes.POINTER(_TensorInfo)]),
             ("aotc_engine_output_info", st, [P, S, ctypes.POINTER(_TensorInfo)]),
+            ("aotc_engine_dim_count", S, [P]),
+            ("aotc_engine_dim_info", st, [P, S, ctypes.POINTER(_DimInfo)]),
+            ("aotc_context_set_input_shape", st, [P, ctypes.c_char_p, S, ctypes.POINTER(ctypes.c_int64)]),
+            ("aotc_context_get_output_shape", st, [P, ctypes.c_char_p, ctypes.POINTER(S),
+                                                   ctypes.POINTER(ctypes.c_int64)]),
             ("aotc_engine_arena_size", U64, [P]), ("aotc_engine_weights_size", U64, [P]),
             ("aotc_engine_device_memory_size", U64, [P, S]),
             ("aotc_engine_aotc_version", ctypes.c_char_p, [P]),
@@ -149,6 +170,17 @@ def _check(status, loading: bool = False) -> None:
     raise exc
 
 
+def _check_input(status) -> None:
+    """Like _check, but the caller's mistakes (a shape out of range, inputs that disagree) are InputError."""
+    err = _take_status(status)
+    if err is None:
+        return
+    code, msg = err
+    exc = (InputError if code in _INPUT_CODES else RuntimeFailure)(msg)
+    exc.code = code
+    raise exc
+
+
 def _np_dtype(name: str) -> np.dtype:
     if name == "bf16":
         import ml_dtypes
@@ -164,7 +196,12 @@ def _device_code(device: str) -> int:
 
 
 class Engine:
-    """A loaded engine: from a path or from the engine bytes (copied)."""
+    """A loaded engine: from a path or from the engine bytes (copied).
+
+    `dims` lists the engine's dynamic dims (empty for a static engine); in
+    `inputs` and `outputs` a dynamic dim is a Reg (an input's: Reg(i) for
+    dims[i]; an output's: COMPUTED_DIM) and `max_shape` is the largest shape.
+    """
 
     def __init__(self, path_or_bytes):
         lib = _load()
@@ -178,6 +215,7 @@ class Engine:
             path = os.fsencode(os.fspath(path_or_bytes))
             _check(lib.aotc_engine_load_from_file(path, None, ctypes.byref(out)), True)
         self._ptr = out.value
+        self.dims = [self._dim(i) for i in range(lib.aotc_engine_dim_count(self._ptr))]
         self.inputs = [self._info(lib.aotc_engine_input_info, i)
                        for i in range(lib.aotc_engine_input_count(self._ptr))]
         self.outputs = [self._info(lib.aotc_engine_output_info, i)
@@ -190,11 +228,32 @@ class Engine:
         """Device bytes for `contexts` contexts on one device: weights once, an arena each."""
         return int(self._lib.aotc_engine_device_memory_size(self._ptr, contexts))
 
+    @property
+    def is_dynamic(self) -> bool:
+        return bool(self.dims)
+
+    def _dim(self, i: int) -> DimSpec:
+        info = _DimInfo()
+        _check(self._lib.aotc_engine_dim_info(self._ptr, i, ctypes.byref(info)))
+        return DimSpec(info.name.decode("utf-8", "replace"), info.min, info.max, info.divisor)
+
     def _info(self, fn, i: int) -> TensorSpec:
         info = _TensorInfo()
         _check(fn(self._ptr, i, ctypes.byref(info)))
-        return TensorSpec(info.name.decode("utf-8", "replace"), _DTYPE_NAMES[info.dtype],
-                          tuple(int(info.dims[r]) for r in range(info.rank)))
+        top = tuple(int(info.dims[r]) for r in range(info.rank))
+        shape = tuple(top[r] if info.dim_index[r] == -1 else Reg(int(info.dim_index[r])) for r in range(info.rank))
+        return TensorSpec(info.name.decode("utf-8", "replace"), _DTYPE_NAMES[info.dtype], shape,
+                          None if shape == top else top)
+
+    def shape_text(self, spec: TensorSpec) -> str:
+        """`[batch,128]`: a spec's shape with each dynamic dim by name (`?` for a computed output dim)."""
+        return "[" + ",".join(str(d) if not isinstance(d, Reg) else self.dims[d.index].name if d.index >= 0
+                              else "?" for d in spec.shape) + "]"
+
+    def sample_shape(self, spec: TensorSpec, values: dict[str, int]) -> tuple[int, ...]:
+        """An input's shape with each dim taken from `values` (name -> int), else the dim's max."""
+        return tuple(d if not isinstance(d, Reg) else int(values.get(self.dims[d.index].name, self.dims[d.index].max))
+                     for d in spec.shape)
 
     def create_context(self, device: str = "cpu", use_cuda_graph: bool = True) -> "Context":
         return Context(self, device, use_cuda_graph)
@@ -208,13 +267,15 @@ class Engine:
 class _Buffer:
     """One argument ready to bind: a pointer, its size, where it lives."""
 
-    def __init__(self, ptr: int, nbytes: int, on_device: bool, stream=None, keep=None):
+    def __init__(self, ptr: int, nbytes: int, on_device: bool, stream=None, keep=None, shape=()):
         self.ptr, self.nbytes, self.on_device, self.stream, self.keep = ptr, nbytes, on_device, stream, keep
+        self.shape = shape
 
 
-def _cuda_buffer(spec: TensorSpec, obj, role: str, device: str) -> _Buffer:
-    """Check a `__cuda_array_interface__` object against `spec`; no copy is made."""
-    what = f"{role} {spec.name!r}"
+def _cuda_buffer(spec: TensorSpec, obj, role: str, device: str, shape: tuple | None = None) -> _Buffer:
+    """Check a `__cuda_array_interface__` object against `spec` (and `shape`, the expected shape
+    of a dynamic output; a dynamic input's shape is checked by the runtime); no copy is made."""
+    what, expected = f"{role} {spec.name!r}", shape
     if device != "cuda":
         raise InputError(f"{what} is a CUDA array (__cuda_array_interface__); create the context "
                          f"with device='cuda' to bind it, or pass a host (numpy) array")
@@ -226,8 +287,10 @@ def _cuda_buffer(spec: TensorSpec, obj, role: str, device: str) -> _Buffer:
     except (KeyError, TypeError, ValueError) as e:
         raise InputError(f"{what}: malformed __cuda_array_interface__ ({e})") from None
     want = _np_dtype(spec.dtype)
-    if dtype != want or shape != spec.shape:
-        raise InputError(f"{what}: expected {spec.dtype} {list(spec.shape)}, got CUDA {dtype} {list(shape)}")
+    expect = spec.shape if spec.is_static else expected
+    if dtype != want or (expect is not None and shape != tuple(expect)):
+        raise InputError(f"{what}: expected {spec.dtype} {list(expect or spec.shape)}, "
+                         f"got CUDA {dtype} {list(shape)}")
     strides = cai.get("strides")
     if strides is not None:
         dense, step = [], want.itemsize
@@ -239,9 +302,10 @@ def _cuda_buffer(spec: TensorSpec, obj, role: str, device: str) -> _Buffer:
                              f"make it contiguous first")
     if role == "output" and readonly:
         raise InputError(f"{what}: CUDA array is read-only")
-    if not ptr and spec.nbytes:
+    nbytes = int(np.prod(shape, dtype=np.int64)) * want.itemsize
+    if not ptr and nbytes:
         raise InputError(f"{what}: CUDA array has a NULL data pointer")
-    return _Buffer(int(ptr or 0), spec.nbytes, True, _cai_stream(cai, what), obj)
+    return _Buffer(int(ptr or 0), nbytes, True, _cai_stream(cai, what), obj, shape)
 
 
 # CAI stream values 1 and 2 are the legacy and per-thread default streams, the very
@@ -276,25 +340,29 @@ def _cai_stream(cai: dict, what: str) -> int | None:
     return stream
 
 
-def _host_input(spec: TensorSpec, obj) -> _Buffer:
+def _host_input(spec: TensorSpec, obj, shape_text: str = "") -> _Buffer:
+    """A numpy input; a dynamic one's shape is checked by the runtime (set_input_shape)."""
     arr = np.asarray(obj)
     want = _np_dtype(spec.dtype)
-    if arr.dtype != want or tuple(arr.shape) != spec.shape:
-        raise InputError(f"input {spec.name!r}: expected {spec.dtype} {list(spec.shape)}, "
+    if arr.dtype != want or (spec.is_static and tuple(arr.shape) != spec.shape):
+        shown = list(spec.shape) if spec.is_static or not shape_text else shape_text
+        raise InputError(f"input {spec.name!r}: expected {spec.dtype} {shown}, "
                          f"got {arr.dtype} {list(arr.shape)}")
     arr = np.ascontiguousarray(arr)
-    return _Buffer(arr.ctypes.data, arr.nbytes, False, keep=arr)
+    return _Buffer(arr.ctypes.data, arr.nbytes, False, keep=arr, shape=tuple(arr.shape))
 
 
-def _host_output(spec: TensorSpec, arr) -> _Buffer:
+def _host_output(spec: TensorSpec, arr, shape: tuple | None = None) -> _Buffer:
+    """A caller's numpy output array: its shape must be `shape` (the current one) or the static shape."""
     want = _np_dtype(spec.dtype)
-    if not isinstance(arr, np.ndarray) or arr.dtype != want or tuple(arr.shape) != spec.shape:
+    shape = tuple(spec.shape if shape is None else shape)
+    if not isinstance(arr, np.ndarray) or arr.dtype != want or tuple(arr.shape) != shape:
         got = f"{arr.dtype} {list(arr.shape)}" if isinstance(arr, np.ndarray) else type(arr).__name__
-        raise InputError(f"output {spec.name!r}: expected a numpy {spec.dtype} {list(spec.shape)} array, "
+        raise InputError(f"output {spec.name!r}: expected a numpy {spec.dtype} {list(shape)} array, "
                          f"got {got}")
     if not arr.flags.c_contiguous or not arr.flags.writeable:
         raise InputError(f"output {spec.name!r}: array must be C-contiguous and writeable")
-    return _Buffer(arr.ctypes.data, arr.nbytes, False, keep=arr)
+    return _Buffer(arr.ctypes.data, arr.nbytes, False, keep=arr, shape=shape)
 
 
 def _stream_of(buffers) -> int | None:
@@ -331,10 +399,34 @@ class Context:
             raise InputError(f"{'; '.join(parts)}; the engine takes "
                              f"{', '.join(f'{t.name!r}' for t in self.engine.inputs) or 'no inputs'}")
         return {name: _cuda_buffer(spec, inputs[name], "input", self.device)
-                if hasattr(inputs[name], "__cuda_array_interface__") else _host_input(spec, inputs[name])
+                if hasattr(inputs[name], "__cuda_array_interface__")
+                else _host_input(spec, inputs[name], "" if spec.is_static else self.engine.shape_text(spec))
                 for name, spec in expected.items()}
 
-    def _outputs(self, outputs: dict | None) -> tuple[dict, dict[str, _Buffer]]:
+    def set_input_shape(self, name: str, shape) -> None:
+        """Set a dynamic input's shape for the runs that follow (checked against the engine's ranges)."""
+        dims = (ctypes.c_int64 * max(1, len(shape)))(*[int(d) for d in shape])
+        with self._lock:
+            self._set_shape(name, dims, len(shape))
+
+    def _set_shape(self, name: str, dims, rank: int) -> None:
+        if not self._ptr:
+            raise RuntimeFailure("context is closed")
+        _check_input(self._lib.aotc_context_set_input_shape(self._ptr, name.encode(), rank, dims))
+
+    def output_shape(self, name: str) -> tuple[int, ...]:
+        """An output's shape at the input shapes set (InputError if they are out of range or disagree)."""
+        with self._lock:
+            return self._output_shape(name)
+
+    def _output_shape(self, name: str) -> tuple[int, ...]:
+        if not self._ptr:
+            raise RuntimeFailure("context is closed")
+        rank, dims = ctypes.c_size_t(), (ctypes.c_int64 * _MAX_RANK)()
+        _check_input(self._lib.aotc_context_get_output_shape(self._ptr, name.encode(), ctypes.byref(rank), dims))
+        return tuple(int(dims[r]) for r in range(rank.value))
+
+    def _outputs(self, outputs: dict | None, shapes: dict) -> tuple[dict, dict[str, _Buffer]]:
         outputs = dict(outputs or {})
         specs = {t.name: t for t in self.engine.outputs}
         unknown = [k for k in outputs if k not in specs]
@@ -344,21 +436,30 @@ class Context:
         bufs = {}
         for name, spec in specs.items():
             if name not in outputs:
-                outputs[name] = np.empty(spec.shape, _np_dtype(spec.dtype))
+                outputs[name] = np.empty(shapes[name], _np_dtype(spec.dtype))
             obj = outputs[name]
-            bufs[name] = _cuda_buffer(spec, obj, "output", self.device) \
-                if hasattr(obj, "__cuda_array_interface__") else _host_output(spec, obj)
+            bufs[name] = _cuda_buffer(spec, obj, "output", self.device, shapes[name]) \
+                if hasattr(obj, "__cuda_array_interface__") else _host_output(spec, obj, shapes[name])
         return {name: outputs[name] for name in specs}, bufs
 
     def run(self, inputs: dict, outputs: dict | None = None) -> dict:
-        """Run once; returns the outputs by name: new numpy arrays, or the arrays given in `outputs`."""
+        """Run once; returns the outputs by name: new numpy arrays, or the arrays given in `outputs`.
+
+        Inputs of a dynamic engine may have any shape in its ranges: the outputs come at the
+        shapes the engine computes for them (and arrays given in `outputs` must have those).
+        """
         ins = self._validate(inputs)
-        result, outs = self._outputs(outputs)
-        stream = _stream_of(list(ins.values()) + list(outs.values()))
         lib = self._lib
         with self._lock:
             if not self._ptr:
                 raise RuntimeFailure("context is closed")
+            for spec in self.engine.inputs:
+                if not spec.is_static:
+                    shape = ins[spec.name].shape
+                    self._set_shape(spec.name, (ctypes.c_int64 * max(1, len(shape)))(*shape), len(shape))
+            shapes = {t.name: t.shape if t.is_static else self._output_shape(t.name) for t in self.engine.outputs}
+            result, outs = self._outputs(outputs, shapes)
+            stream = _stream_of(list(ins.values()) + list(outs.values()))
             for group, binds in ((ins, (lib.aotc_context_bind_input, lib.aotc_context_bind_host_input)),
                                  (outs, (lib.aotc_context_bind_output, lib.aotc_context_bind_host_output))):
                 for name, b in group.items():

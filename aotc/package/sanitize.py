@@ -28,7 +28,8 @@ def kernel_extents(kernels) -> dict[str, list[int]]:
 
     Arguments: the region inputs (a view: to the end of its source buffer), the
     output, extra outputs, then split-K's f32 workspace and u32 tile counters.
-    A kernel launched several times gets the largest extent per argument.
+    A kernel launched several times gets the largest extent per argument. A dynamic
+    tensor's extent is its size at the top of the ranges (the buffer that fits every run).
     """
     out: dict[str, list[int]] = {}
     for k in kernels:
@@ -36,11 +37,11 @@ def kernel_extents(kernels) -> dict[str, list[int]]:
         for v in k.params[:-1]:
             if v in k.views:
                 src, off = k.views[v]
-                ext.append(src.type.nbytes - off)
+                ext.append(src.type.max_nbytes - off)
             else:
-                ext.append(v.type.nbytes)
-        ext.append(k.params[-1].type.nbytes)
-        ext += [v.type.nbytes for v in k.extra_outputs]
+                ext.append(v.type.max_nbytes)
+        ext.append(k.params[-1].type.max_nbytes)
+        ext += [v.type.max_nbytes for v in k.extra_outputs]
         if k.splits > 1:
             ext += [k.workspace, 4 * k.counters]
         prev = out.get(k.name)

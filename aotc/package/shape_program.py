@@ -60,6 +60,16 @@ class ShapeProgram:
         """`x` itself when static, else the Reg computing it: what plan fields hold."""
         return int(x) if D.is_static(x) else P.Reg(self.register(x))
 
+    def not_(self, r: P.Reg) -> P.Reg:
+        return P.Reg(self._emit("eq", r.index, self._emit("const", imm=0)))
+
+    def all_of(self, regs: list[P.Reg]) -> P.Reg | None:
+        """A register that is 1 when every one of `regs` is nonzero (None for an empty list)."""
+        out = None
+        for r in regs:
+            out = r.index if out is None else self._emit("and", out, r.index)
+        return None if out is None else P.Reg(out)
+
     def within(self, bounds: dict[str, tuple[int, int]]) -> P.Reg:
         """A register that is 1 exactly when every named dim lies in its (lo, hi) bounds."""
         reg = None

@@ -41,10 +41,27 @@ static void query(const aotc_engine_t *e) {
         continue;
       }
       if (info.rank > AOTC_MAX_RANK || strlen(info.name) > (size_t)1 << 30) __builtin_trap();
+      for (uint32_t r = 0; r < info.rank; ++r) /* static, a dim of the engine (inputs), or computed */
+        if (info.dim_index[r] != AOTC_DIM_STATIC &&
+            (out ? info.dim_index[r] != AOTC_DIM_COMPUTED
+                 : info.dim_index[r] < 0 || (size_t)info.dim_index[r] >= aotc_engine_dim_count(e)))
+          __builtin_trap();
       st = out ? aotc_engine_output_info_by_name(e, info.name, &again)
                : aotc_engine_input_info_by_name(e, info.name, &again);
       if (st || again.byte_size != info.byte_size) __builtin_trap(); /* names are unique */
     }
+  size_t dim_count = aotc_engine_dim_count(e);
+  for (size_t d = 0; d <= dim_count; ++d) {
+    aotc_dim_info_t dim;
+    aotc_status_t ds = aotc_engine_dim_info(e, d, &dim);
+    if (ds) {
+      if (d < dim_count) __builtin_trap();
+      aotc_status_free(ds);
+      continue;
+    }
+    if (!dim.name || !*dim.name || dim.min > dim.max || dim.max >= 0x80000000u || dim.divisor < 1)
+      __builtin_trap(); /* the loader validated every dim */
+  }
   const char *json = NULL;
   size_t json_size = 0;
   aotc_status_t st = aotc_engine_manifest(e, &json, &json_size);

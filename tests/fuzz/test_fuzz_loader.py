@@ -32,7 +32,9 @@ REGRESSIONS = os.path.join(HERE, "regressions")
 def _tiny_engines() -> dict[str, bytes]:
     from tests.package.conftest import make_plan
     full = make_plan(b"\x7fELF" + b"\2\1" + b"\0" * 12 + b"\x3e\0" + b"\0" * 100)
-    return {"tiny_all_sections.engine": engine_bytes(full), "tiny_minimal.engine": engine_bytes(make_plan())}
+    from tests.package.dynamic_plans import make_dynamic_plan
+    return {"tiny_all_sections.engine": engine_bytes(full), "tiny_minimal.engine": engine_bytes(make_plan()),
+            "tiny_dynamic.engine": engine_bytes(make_dynamic_plan(full.host_lib))}
 
 
 @pytest.fixture(scope="module")

@@ -36,20 +36,25 @@ def poisoned(shape, dtype) -> np.ndarray:
 
 
 def run_on_host(graph: Graph, inputs: list[np.ndarray], regions=None, split_k: bool = True, runs: int = 1,
-                shapes: list | None = None):
+                shapes: list | None = None, force=None):
     """Run the graph's kernels on the host build; `runs` > 1 repeats the launches on the same arena.
 
     A dynamic graph (one with dims) is compiled once and run at each input list of `shapes`
-    (a list of input lists; default: just `inputs`); the outputs are then a list per run."""
+    (a list of input lists; default: just `inputs`); the outputs are then a list per run.
+    `force(launches) -> launches` may rewrite the launch list first (tests force one variant)."""
     with dim_ranges(graph.dims):
         regions = regions if regions is not None else partition(graph)
         check_partition(graph, regions)
-        regions, kernels, writes = generate_kernels(graph, regions, split_k)
+        variants: dict = {}
+        regions, kernels, writes = generate_kernels(graph, regions, split_k, variants)
         program = ShapeProgram(graph.dims)
-        launches, weights, memory = build_launches(graph, regions, kernels, writes, program)
+        launches, weights, memory = build_launches(graph, regions, kernels, writes, program, variants)
         plan = P.EnginePlan([], [], memory.size, b"", launches, dims=program.specs(), program=program.ops)
-    source = codegen.module_source(kernels)
-    lib = HostLibrary(compile_host(source, list(dict.fromkeys(k.name for k in kernels))))
+        if force is not None:
+            launches = force(launches)
+        built = kernels + [k for vs in variants.values() for _, k in vs]
+    source = codegen.module_source(built)
+    lib = HostLibrary(compile_host(source, list(dict.fromkeys(k.name for k in built))))
     arena = np.full(max(memory.size, 1) // 4 + 1, np.nan, np.float32).view(np.uint8)
     arena[memory.size - memory.zeroed:memory.size] = 0       # as the runtime does at context creation
     wbuf = np.frombuffer(weights, np.uint8).copy() if weights else np.zeros(1, np.uint8)

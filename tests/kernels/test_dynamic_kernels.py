@@ -25,9 +25,9 @@ def _ranges():
         yield
 
 
-def check(graph, make_inputs, sizes, seed, kinds=None, rtol=1e-5, atol=1e-5):
+def check(graph, make_inputs, sizes, seed, kinds=None, rtol=1e-5, atol=1e-5, force=None):
     sets = [make_inputs(*s) for s in sizes]
-    results, kernels, _ = run_on_host(graph, None, shapes=sets)
+    results, kernels, _ = run_on_host(graph, None, shapes=sets, force=force)
     if kinds is not None:
         assert sorted(k.region.kind for k in kernels) == sorted(kinds)
     for ins, got, size in zip(sets, results, sizes):
@@ -76,9 +76,13 @@ def test_row_softmax_rows_and_extent_dynamic(extent):
     s = b.add("reduce", e, axes=(2,), kind="sum")
     y = b.add("div", e, b.add("broadcast_in_dim", s, shape=(B, 5, n), broadcast_dimensions=(0, 1)))
     g = _graph(b, [y], batch=(1, 20), **({"seq": (1, 600)} if extent == "seq" else {}))
-    sizes = [(1, 1), (3, 31), (20, 300), (2, 600)] if extent == "seq" else [(1, 0), (7, 0), (20, 0)]
+    sizes = [(1, 1), (3, 31), (20, 300), (2, 600), (2, 256)] if extent == "seq" else [(1, 0), (7, 0), (20, 0)]
+    seen = {}
     check(g, lambda bs, ss: [random_array(rng, (bs, 5, ss if extent == "seq" else 6))], sizes, seed,
-          kinds=["row"])
+          kinds=["row"], force=lambda ls: seen.setdefault("launches", ls))
+    if extent == "seq":     # rows up to 256 long get the warp-per-row kernel; longer ones the block kernel
+        kinds = {ln.variant: ln.kernel.split("_")[1:3] for ln in seen["launches"]}
+        assert kinds["seq<=256"] == ["row", "warp"] and kinds["generic"][1] != "warp"
 
 
 def test_reduction_over_a_dynamic_axis():

@@ -24,7 +24,7 @@ from tests.fuzz.boundaries import padding_spans, section_boundaries, slack_corru
 
 HEADER_FIELDS = {      # offset, struct format, values that no valid engine has there
     "magic": (0, "8s", [b"AOTCENG\1", b"\0" * 8]),
-    "format_version": (8, "I", [0, 2, 0xFFFFFFFF]),
+    "format_version": (8, "I", [0, ef.FORMAT_VERSION - 1, ef.FORMAT_VERSION + 1, 0xFFFFFFFF]),
     "header_size": (12, "I", [0, 63, 65, 128]),
     "aotc_version": (16, "16s", [b"", b"x.y.z", b"0.1.0\0\1", b"0.1.0" + b"a" * 11, b"9.0.0"]),
     "flags": (32, "I", [1, 0x80000000]),

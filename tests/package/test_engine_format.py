@@ -108,7 +108,7 @@ def test_writer_rejects_bad_plans(plan_factory):
 
 @pytest.mark.parametrize("edit, message", [
     (lambda d: d.__setitem__(slice(0, 8), b"NOTANENG"), "bad magic"),
-    (lambda d: struct.pack_into("<I", d, 8, 2), "format version 2 is not supported"),
+    (lambda d: struct.pack_into("<I", d, 8, 1), "format version 1 is not supported"),
     (lambda d: struct.pack_into("<I", d, 60, 0), "header checksum"),
     (lambda d: _fix_header(d) if struct.pack_into("<I", d, 36, 0) is None else d, "section count 0"),
     (lambda d: _fix_header(d) if struct.pack_into("<Q", d, 40, 1 << 60) is None else d, "section table"),

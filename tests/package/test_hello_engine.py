@@ -74,7 +74,8 @@ def test_serving_a_compiled_model_matches_onnxruntime(hello, tmp_path):
 def test_errors_exit_cleanly(hello, tmp_path):
     proc = subprocess.run([hello, str(tmp_path / "missing.engine")], capture_output=True, text=True)
     assert proc.returncode == 2 and "hello_engine: NOT_FOUND: cannot open engine file" in proc.stderr
-    (tmp_path / "bad.engine").write_bytes(b"AOTCENG\0" + b"\1" + b"\0" * 100)
+    from aotc.package.engine_format import FORMAT_VERSION
+    (tmp_path / "bad.engine").write_bytes(b"AOTCENG\0" + bytes([FORMAT_VERSION]) + b"\0" * 100)
     proc = subprocess.run([hello, str(tmp_path / "bad.engine")], capture_output=True, text=True)
     assert proc.returncode == 2 and "DATA_LOSS: corrupt engine" in proc.stderr
 

@@ -16,3 +16,36 @@ def test_inspect_says_where_the_engine_runs(host_lib, plan_factory):
     assert "\ncpu here: yes: runnable on cpu" in text and "\ncuda here: " in text
     bare = describe_engine(engine_bytes(plan_factory()))
     assert bare["runnable"]["cpu"]["ok"] is False and "no host build" in bare["runnable"]["cpu"]["why"]
+
+
+def test_dynamic_engine_shows_dims_max_shapes_variants_and_totals_at_max(tmp_path, plan_factory):
+    import json
+
+    from click.testing import CliRunner
+
+    from aotc.cli.main import main
+    from tests.package.dynamic_plans import make_dynamic_plan
+    plan = make_dynamic_plan()
+    for i, launch in enumerate(plan.launches):
+        launch.bytes, launch.flops = 10 ** i, 100 * 10 ** i
+    data = engine_bytes(plan)
+    info = describe_engine(data)
+    # at batch=64 the batch>8 variant (launch 2) runs, the batch<=8 one (launch 1) does not
+    assert info["total_bytes"] == 1 + 100 + 1000 and info["total_flops"] == 100 * 1101
+    assert info["totals_at"] == {"batch": 64, "seq": 64}
+    text = format_description(info, "d.engine")
+    assert "dynamic dims: batch 0..64, seq 4..64 (multiples of 4)" in text
+    assert "x: f32[batch,16] (max [64,16])" in text and "y: f32[batch*16] (max [1024])" in text
+    assert "grid (r13, 1, 1)" in text and "[batch<=8]" in text and "[all sizes]" in text
+    assert "memory: arena 4096 B at max" in text and "modelled at batch=64, seq=64: 1101 B moved" in text
+    path = tmp_path / "d.engine"
+    path.write_bytes(data)
+    res = CliRunner().invoke(main, ["inspect", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.output)
+    assert got["dims"] == {"batch": [0, 64], "seq": [4, 64]} and got["dim_divisors"] == {"seq": 4}
+    assert got["inputs"][0] == {"name": "x", "dtype": "f32", "shape": ["batch", 16], "max_shape": [64, 16]}
+    assert [k["variant"] for k in got["kernels"]] == ["", "batch<=8", "batch>8", ""]
+    static = describe_engine(engine_bytes(plan_factory()))
+    assert static["dims"] == {} and "variant" not in static["kernels"][0]
+    assert "dynamic dims" not in format_description(static) and "at max" not in format_description(static)

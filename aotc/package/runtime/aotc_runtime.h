@@ -41,9 +41,24 @@
  * Status objects belong to the thread that received them.
  *
  * Hot path. After the first run of a context nothing on the run path
- * allocates (a status is allocated only to report an error). On cuda the
- * launch sequence is captured once into a CUDA graph and replayed (see
- * aotc_context_options_t).
+ * allocates (a status is allocated only to report an error), and neither
+ * does a shape change. On cuda the launch sequence is captured once per
+ * shape into a CUDA graph and replayed (see aotc_context_options_t).
+ *
+ * Dynamic shapes. An engine may serve a range of shapes: it then has
+ * dynamic dims (aotc_engine_dim_count / aotc_engine_dim_info: a name such as
+ * "batch", a range min..max and a divisor), and a tensor dim may be one of
+ * them (aotc_tensor_info_t.dim_index). Before running, give each input with
+ * a dynamic dim its shape:
+ *   int64_t shape[2] = {batch, 128};
+ *   AOTC_RETURN_IF_ERROR(aotc_context_set_input_shape(ctx, "input_ids", 2, shape));
+ *   ... bind buffers of at least the bytes of that shape (a buffer of the
+ *   tensor's max byte_size always fits), run, and read each output's shape
+ *   with aotc_context_get_output_shape. Shapes persist across runs; the
+ *   engine's shape program (the grids, kernel size arguments and size-bucket
+ *   kernel variants of that shape) is evaluated again only after a shape
+ *   changes. The activation arena is sized for the largest shape, so it
+ *   never moves.
  */
 #ifndef AOTC_RUNTIME_H_
 #define AOTC_RUNTIME_H_
@@ -62,7 +77,7 @@ extern "C" {
 #endif
 
 /* Engine container version this runtime reads. */
-#define AOTC_ENGINE_FORMAT_VERSION 1
+#define AOTC_ENGINE_FORMAT_VERSION 2
 /* Versions of aotc whose engines this runtime runs: from
  * AOTC_ENGINE_MIN_AOTC_VERSION up to, not including, the next major version
  * after AOTC_ENGINE_MAX_AOTC_MAJOR. Patch and minor releases of aotc never
@@ -140,14 +155,28 @@ typedef struct aotc_engine_options_s {
 
 AOTC_API void aotc_engine_options_initialize(aotc_engine_options_t *out_options);
 
+/* aotc_tensor_info_t.dim_index markers. */
+#define AOTC_DIM_STATIC (-1)   /* a fixed dim: dims[k] */
+#define AOTC_DIM_COMPUTED (-2) /* an output dim the engine computes from the input shapes */
+
 /* Static description of an engine input or output. */
 typedef struct aotc_tensor_info_s {
   const char *name;            /* owned by the engine */
   aotc_dtype_t dtype;
   uint32_t rank;
-  uint64_t dims[AOTC_MAX_RANK];
-  uint64_t byte_size;
+  uint64_t dims[AOTC_MAX_RANK]; /* the shape; for a dynamic dim its maximum */
+  uint64_t byte_size;          /* bytes at dims (the largest a run needs) */
+  /* Per dim: AOTC_DIM_STATIC; for an input's dynamic dim the index of the
+   * engine dim it is (aotc_engine_dim_info); for an output's dynamic dim
+   * AOTC_DIM_COMPUTED (aotc_context_get_output_shape gives its value). */
+  int32_t dim_index[AOTC_MAX_RANK];
 } aotc_tensor_info_t;
+
+/* A dynamic dim of the engine: runs accept min..max in multiples of divisor. */
+typedef struct aotc_dim_info_s {
+  const char *name; /* owned by the engine, e.g. "batch" */
+  uint32_t min, max, divisor;
+} aotc_dim_info_t;
 
 /* Reads and validates the engine file at `path`. options may be NULL. */
 AOTC_API aotc_status_t aotc_engine_load_from_file(const char *path,
@@ -178,7 +207,11 @@ AOTC_API aotc_status_t aotc_engine_input_info_by_name(const aotc_engine_t *engin
 AOTC_API aotc_status_t aotc_engine_output_info_by_name(const aotc_engine_t *engine,
                                                        const char *name,
                                                        aotc_tensor_info_t *out_info);
-/* Bytes of activation arena each context allocates. */
+/* The engine's dynamic dims: 0 for an engine with static shapes only. */
+AOTC_API size_t aotc_engine_dim_count(const aotc_engine_t *engine);
+AOTC_API aotc_status_t aotc_engine_dim_info(const aotc_engine_t *engine, size_t index,
+                                            aotc_dim_info_t *out_info);
+/* Bytes of activation arena each context allocates (planned at the largest shape). */
 AOTC_API uint64_t aotc_engine_arena_size(const aotc_engine_t *engine);
 /* Device memory the engine needs for `context_count` contexts on one
  * device: the shared weights once plus one 256-byte aligned arena per
@@ -214,10 +247,12 @@ typedef struct aotc_context_s aotc_context_t;
 
 typedef struct aotc_context_options_s {
   /* cuda: capture the launch sequence into a CUDA graph and replay it
-   * (default 1). A context captures on the second run whose bindings
-   * (pointers) are unchanged since the run before, then replays while they
-   * stay unchanged; a rebind to a new pointer falls back to plain launches
-   * until the pointers are stable again. Ignored on cpu. */
+   * (default 1). A graph is keyed by the bindings (pointers) and the dim
+   * values: a context captures on the second run of a key and replays it
+   * from then on. It keeps the graphs of the last 8 keys (least recently
+   * used goes first), so shapes that alternate replay without capturing
+   * again; a rebind to a new pointer starts new keys (plain launches until
+   * a key's second run). Ignored on cpu. */
   int use_cuda_graph;
 } aotc_context_options_t;
 
@@ -238,8 +273,30 @@ AOTC_API void aotc_context_retain(aotc_context_t *context);
 AOTC_API void aotc_context_release(aotc_context_t *context);
 AOTC_API aotc_device_t aotc_context_device(const aotc_context_t *context);
 
-/* Binds a buffer to the input/output called `name`; byte_size must equal
- * the tensor's byte size. The pointer is a host pointer on the cpu device
+/* Sets the shape of input `name` for the next runs: `rank` dims. Each dim
+ * must equal the engine's where it is static, and lie in its dim's range
+ * (a multiple of its divisor) where it is dynamic; otherwise
+ * INVALID_ARGUMENT names the input, the dim position, the dim name, the
+ * value and the range, e.g. "input 'input_ids' dim 0 (batch) is 65,
+ * outside 1..64", and the shape is not changed. Inputs sharing a dim must
+ * agree, which the next run (or get_output_shape) checks, along with the
+ * engine's own shape assertions: an error there launches nothing and
+ * writes nothing. Setting the same shape again costs nothing; a static
+ * input accepts its own shape. Never allocates. */
+AOTC_API aotc_status_t aotc_context_set_input_shape(aotc_context_t *context, const char *name,
+                                                    size_t rank, const int64_t *dims);
+/* The shape of output `name` at the input shapes set: *out_rank dims in
+ * out_dims. FAILED_PRECONDITION while a dynamic input has no shape;
+ * INVALID_ARGUMENT if the input shapes disagree or break an engine
+ * assertion (as a run would report). */
+AOTC_API aotc_status_t aotc_context_get_output_shape(aotc_context_t *context, const char *name,
+                                                     size_t *out_rank,
+                                                     int64_t out_dims[AOTC_MAX_RANK]);
+
+/* Binds a buffer to the input/output called `name`. byte_size must equal
+ * the tensor's byte size for a static tensor; for one with dynamic dims it
+ * must be at least the bytes of its shape at run time (checked by the run;
+ * a buffer of the max byte_size always fits). The pointer is a host pointer on the cpu device
  * and a device pointer (CUdeviceptr) on cuda. The buffer must stay valid
  * while aotc_context_run uses it; bindings persist across runs. */
 AOTC_API aotc_status_t aotc_context_bind_input(aotc_context_t *context, const char *name,
@@ -267,10 +324,11 @@ AOTC_API aotc_status_t aotc_context_run(aotc_context_t *context);
 AOTC_API aotc_status_t aotc_context_enqueue(aotc_context_t *context, void *stream);
 /* Waits for the stream of the last aotc_context_enqueue (cpu: no-op). */
 AOTC_API aotc_status_t aotc_context_synchronize(aotc_context_t *context);
-/* 1 if the context's next run replays a captured CUDA graph, else 0. */
+/* 1 if the context's next run replays a captured CUDA graph (of the current
+ * bindings and, for a dynamic engine, the current input shapes), else 0. */
 AOTC_API int aotc_context_uses_cuda_graph(const aotc_context_t *context);
 
-/* Runtime library version string, e.g. "aotc-runtime 0.1.0 (format 1)". */
+/* Runtime library version string, e.g. "aotc-runtime 0.1.0 (format 2)". */
 AOTC_API const char *aotc_runtime_version(void);
 
 #ifdef __cplusplus

@@ -2,7 +2,8 @@
  *
  * A context owns its activation arena and its bindings; the engine's
  * weights and kernels are shared. Every pointer change of a binding bumps
- * binding_epoch, which tells the cuda device when a captured graph is stale. */
+ * binding_epoch, which tells the cuda device when a captured graph is stale.
+ * The buffers of dynamic shapes (shape.c) are allocated here, once. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,11 @@ static void context_destroy(aotc_context_t *x) {
   free(x->bindings);
   free(x->params);
   free(x->values);
+  free(x->regs);
+  free(x->in_shapes);
+  free(x->in_set);
+  free(x->cur_bytes);
+  free(x->graph_keys);
   aotc_engine_release(x->engine);
   free(x);
 }
@@ -55,8 +61,20 @@ aotc_status_t aotc_context_create_with_options(aotc_engine_t *engine, aotc_devic
   x->bindings = (aotc_binding_t *)calloc(n + 1, sizeof *x->bindings);
   x->params = (void **)calloc((size_t)engine->max_launch_args + 1, sizeof(void *));
   x->values = (uint64_t *)calloc((size_t)engine->max_launch_args + 1, sizeof(uint64_t));
+  x->regs = (int64_t *)calloc((size_t)engine->reg_count + 1, sizeof(int64_t));
+  x->in_shapes = (int64_t *)calloc(((size_t)engine->input_count + 1) * AOTC_MAX_RANK, sizeof(int64_t));
+  x->in_set = (uint8_t *)calloc((size_t)engine->input_count + 1, 1);
+  x->cur_bytes = (uint64_t *)calloc(n + 1, sizeof(uint64_t));
+  x->graph_keys = (int64_t *)calloc(((size_t)engine->dim_count + 1) * AOTC_GRAPH_CACHE, sizeof(int64_t));
+  for (size_t i = 0; x->cur_bytes && i < n; ++i) {
+    x->cur_bytes[i] = engine->tensors[i].byte_size;
+    x->shape_dirty |= engine->tensors[i].dynamic;
+  }
+  for (size_t g = 0; x->graph_keys && g < AOTC_GRAPH_CACHE; ++g)
+    x->graphs[g].key = x->graph_keys + g * ((size_t)engine->dim_count + 1);
   aotc_status_t st = NULL;
-  if (!x->bindings || !x->params || !x->values)
+  if (!x->bindings || !x->params || !x->values || !x->regs || !x->in_shapes || !x->in_set ||
+      !x->cur_bytes || !x->graph_keys)
     st = aotc_make_status(AOTC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
   else if (device == AOTC_DEVICE_CUDA)
     st = aotc_cuda_context_init(x);
@@ -101,7 +119,7 @@ static aotc_status_t bind(aotc_context_t *x, int output, const char *name, void 
                               : aotc_engine_find_input(e, name, &index));
   size_t slot = (output ? e->input_count : 0) + index;
   const aotc_tensor_t *t = &e->tensors[slot];
-  if (byte_size != t->byte_size)
+  if (!t->dynamic && byte_size != t->byte_size)
     return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT,
                             "%s '%s' needs %llu bytes, got a %zu-byte buffer",
                             output ? "output" : "input", name, (unsigned long long)t->byte_size,
@@ -142,13 +160,21 @@ aotc_status_t aotc_context_bind_host_output(aotc_context_t *x, const char *name,
   return bind(x, 1, name, host_ptr, byte_size, 1);
 }
 
+/* Every tensor bound, a dynamic one to at least the bytes of its current shape. */
 static aotc_status_t check_bound(const aotc_context_t *x) {
   const aotc_engine_t *e = x->engine;
   size_t n = (size_t)e->input_count + e->output_count;
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < n; ++i) {
+    const char *what = i < e->input_count ? "input" : "output";
     if (!x->bindings[i].bound)
-      return aotc_make_status(AOTC_STATUS_FAILED_PRECONDITION, "%s '%s' is not bound",
-                              i < e->input_count ? "input" : "output", e->tensors[i].name);
+      return aotc_make_status(AOTC_STATUS_FAILED_PRECONDITION, "%s '%s' is not bound", what,
+                              e->tensors[i].name);
+    if (x->bindings[i].size < x->cur_bytes[i])
+      return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT,
+                              "%s '%s' is bound to a %zu-byte buffer, its shape at this run needs %llu bytes",
+                              what, e->tensors[i].name, x->bindings[i].size,
+                              (unsigned long long)x->cur_bytes[i]);
+  }
   return NULL;
 }
 
@@ -157,6 +183,7 @@ aotc_status_t aotc_context_enqueue(aotc_context_t *x, void *stream) {
   if (stream && x->device != AOTC_DEVICE_CUDA)
     return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT,
                             "a stream was given to a cpu context (cpu runs synchronously)");
+  AOTC_RETURN_IF_ERROR(aotc_shape_resolve(x));
   AOTC_RETURN_IF_ERROR(check_bound(x));
   if (x->device == AOTC_DEVICE_CUDA) return aotc_cuda_context_enqueue(x, stream);
   return aotc_cpu_context_run(x);
@@ -173,5 +200,5 @@ aotc_status_t aotc_context_run(aotc_context_t *x) {
 }
 
 int aotc_context_uses_cuda_graph(const aotc_context_t *x) {
-  return x && x->graph_exec && x->graph_epoch == x->binding_epoch;
+  return x && x->device == AOTC_DEVICE_CUDA && !x->shape_dirty && aotc_cuda_graph_ready(x);
 }

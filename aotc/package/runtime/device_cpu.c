@@ -174,9 +174,16 @@ aotc_status_t aotc_cpu_context_run(aotc_context_t *c) {
   uint8_t *weights = (uint8_t *)e->weights->data;
   for (uint32_t i = 0; i < e->launch_count; ++i) {
     const aotc_launch_t *l = &e->launches[i];
+    unsigned grid[3];
+    if (!aotc_launch_grid(c, l, grid)) continue; /* another size bucket's variant, or empty */
     for (uint32_t j = 0; j < l->arg_count; ++j) {
       const aotc_arg_t *a = &e->args[l->arg_start + j];
       uint8_t *base;
+      c->params[j] = &c->values[j];
+      if (a->kind == AOTC_REF_DIM) { /* by value: the kernel reads int or long long (little endian) */
+        c->values[j] = (uint64_t)c->regs[a->index];
+        continue;
+      }
       switch (a->kind) {
         case AOTC_REF_INPUT: base = (uint8_t *)c->bindings[a->index].ptr; break;
         case AOTC_REF_OUTPUT: base = (uint8_t *)c->bindings[e->input_count + a->index].ptr; break;
@@ -185,9 +192,8 @@ aotc_status_t aotc_cpu_context_run(aotc_context_t *c) {
       }
       void *ptr = base + a->offset;
       memcpy(&c->values[j], &ptr, sizeof ptr);
-      c->params[j] = &c->values[j];
     }
-    int rc = e->host_fns[l->kernel](l->grid, l->block, l->smem, c->params);
+    int rc = e->host_fns[l->kernel](grid, l->block, l->smem, c->params);
     if (rc != 0)
       return aotc_make_status(AOTC_STATUS_INTERNAL, "kernel '%s' (launch %u) failed on cpu with code %d",
                               e->kernel_names[l->kernel], i, rc);

@@ -8,9 +8,12 @@
  * not newer than the device), else JIT the PTX if its arch is not newer than
  * the device, and upload the weights once. Per context: a stream and an
  * arena in device memory. A run pushes the primary context and launches in
- * order on a stream; the second run with unchanged bindings captures the
- * launch sequence into a CUDA graph (on the context's own stream, thread-
- * local capture mode) and later runs replay it with one cuGraphLaunch. Host
+ * order on a stream (each launch's grid, predicate and dim arguments from
+ * the context's shape registers). The second run of a key (the bindings'
+ * epoch and the dim values) captures the launch sequence into a CUDA graph
+ * (on the context's own stream, thread-local capture mode) and later runs of
+ * that key replay it with one cuGraphLaunch; the last AOTC_GRAPH_CACHE keys
+ * keep their graphs (LRU), so alternating shapes replay. Host
  * staging copies stay outside the graph (pageable memory cannot be
  * captured). Graph entry points are optional: a driver without them, or a
  * failed capture, means plain launches. Nothing on the run path allocates.
@@ -293,18 +296,20 @@ aotc_status_t aotc_cuda_check(const aotc_engine_t *e, char *desc, size_t desc_le
   return check_driver(e, img);
 }
 
-/* The launch plan passes every kernel parameter as one 8-byte pointer: the
- * image's parameter layout must say the same (count and sizes). */
+/* The launch plan passes every kernel parameter as one 8-byte value: a
+ * pointer, or a dim by value, which the kernel may declare int (4 bytes,
+ * read from the slot's low half: little endian) or long long. The image's
+ * parameter layout must say the same (count and sizes). */
 static aotc_status_t check_params(const aotc_engine_t *e, CUfunction fn, uint32_t launch,
                                   const aotc_section_t *img) {
   const aotc_launch_t *l = &e->launches[launch];
   size_t off = 0, size = 0;
   uint32_t n = 0;
   for (; n < 4096 && cu.FuncGetParamInfo(fn, n, &off, &size) == 0; ++n)
-    if (size != 8)
+    if (size != 8 && !(size == 4 && n < l->arg_count && e->args[l->arg_start + n].kind == AOTC_REF_DIM))
       return aotc_make_status(AOTC_STATUS_DATA_LOSS,
                               "kernel '%s' (launch %u): parameter %u is %zu bytes in the %s %s, the "
-                              "launch plan passes 8-byte pointers", e->kernel_names[l->kernel], launch,
+                              "launch plan passes 8-byte pointers (or a 4- or 8-byte dim)", e->kernel_names[l->kernel], launch,
                               n, size, img->kind == AOTC_SEC_PTX ? "PTX" : "cubin", img->tag);
   if (n == l->arg_count) return NULL;
   return aotc_make_status(AOTC_STATUS_DATA_LOSS,
@@ -464,16 +469,17 @@ aotc_status_t aotc_cuda_context_init(aotc_context_t *x) {
   return st;
 }
 
-static void graph_drop(aotc_context_t *x) {
-  if (x->graph_exec) cu.GraphExecDestroy((CUgraphExec)x->graph_exec);
-  if (x->graph) cu.GraphDestroy((CUgraph)x->graph);
-  x->graph_exec = x->graph = NULL;
+static void graph_drop(aotc_graph_entry_t *g) {
+  if (g->exec) cu.GraphExecDestroy((CUgraphExec)g->exec);
+  if (g->graph) cu.GraphDestroy((CUgraph)g->graph);
+  g->exec = g->graph = NULL;
+  g->epoch = 0;
 }
 
 void aotc_cuda_context_deinit(aotc_context_t *x) {
   struct aotc_cuda_engine_s *c = x->engine->cuda;
   if (!c || cu.CtxPush(c->ctx) != 0) return;
-  graph_drop(x);
+  for (int g = 0; g < AOTC_GRAPH_CACHE; ++g) graph_drop(&x->graphs[g]);
   size_t n = (size_t)x->engine->input_count + x->engine->output_count;
   for (size_t i = 0; x->bindings && i < n; ++i)
     if (x->bindings[i].staging) cu.MemFree((CUdeviceptr)x->bindings[i].staging);
@@ -485,10 +491,11 @@ void aotc_cuda_context_deinit(aotc_context_t *x) {
 
 aotc_status_t aotc_cuda_staging_alloc(aotc_context_t *x, aotc_binding_t *b) {
   struct aotc_cuda_engine_s *c = x->engine->cuda;
-  if (b->staging) return NULL; /* same tensor, same size: reuse */
+  if (b->staging) return NULL; /* the tensor's max bytes: any later binding fits */
+  const aotc_tensor_t *t = &x->engine->tensors[b - x->bindings];
   CU_CHECK(cu.CtxPush(c->ctx), "cuCtxPushCurrent");
   CUdeviceptr p = 0;
-  CUresult r = cu.MemAlloc(&p, b->size ? b->size : AOTC_ALIGN);
+  CUresult r = cu.MemAlloc(&p, t->byte_size ? (size_t)t->byte_size : AOTC_ALIGN);
   CUcontext popped;
   cu.CtxPop(&popped);
   if (r != 0) return cu_error(r, "cuMemAlloc(io staging)");
@@ -502,9 +509,16 @@ static aotc_status_t launch_all(aotc_context_t *x, CUstream s) {
   struct aotc_cuda_engine_s *c = e->cuda;
   for (uint32_t i = 0; i < e->launch_count; ++i) {
     const aotc_launch_t *l = &e->launches[i];
+    unsigned grid[3];
+    if (!aotc_launch_grid(x, l, grid)) continue; /* another size bucket's variant, or empty */
     for (uint32_t j = 0; j < l->arg_count; ++j) {
       const aotc_arg_t *a = &e->args[l->arg_start + j];
       uint64_t base;
+      x->params[j] = &x->values[j];
+      if (a->kind == AOTC_REF_DIM) { /* by value */
+        x->values[j] = (uint64_t)x->regs[a->index];
+        continue;
+      }
       switch (a->kind) {
         case AOTC_REF_INPUT: base = (uint64_t)(uintptr_t)x->bindings[a->index].ptr; break;
         case AOTC_REF_OUTPUT: base = (uint64_t)(uintptr_t)x->bindings[e->input_count + a->index].ptr; break;
@@ -515,7 +529,7 @@ static aotc_status_t launch_all(aotc_context_t *x, CUstream s) {
       x->params[j] = &x->values[j];
     }
     /* cuLaunchKernel copies the parameter values: params/values are reused. */
-    CUresult r = cu.LaunchKernel(c->fns[l->kernel], l->grid[0], l->grid[1], l->grid[2], l->block[0],
+    CUresult r = cu.LaunchKernel(c->fns[l->kernel], grid[0], grid[1], grid[2], l->block[0],
                                  l->block[1], l->block[2], l->smem, s, x->params, NULL);
     if (r != 0) {
       aotc_status_t inner = cu_error(r, "cuLaunchKernel");
@@ -528,10 +542,9 @@ static aotc_status_t launch_all(aotc_context_t *x, CUstream s) {
   return NULL;
 }
 
-/* Captures the launch sequence on the context's own stream into a graph. */
-static aotc_status_t capture(aotc_context_t *x) {
+/* Captures the launch sequence on the context's own stream into graph entry g. */
+static aotc_status_t capture(aotc_context_t *x, aotc_graph_entry_t *g) {
   CUstream own = (CUstream)x->stream;
-  graph_drop(x);
   CU_CHECK(cu.StreamBeginCapture(own, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
   aotc_status_t st = launch_all(x, own);
   CUgraph graph = NULL;
@@ -546,37 +559,71 @@ static aotc_status_t capture(aotc_context_t *x) {
     if (graph) cu.GraphDestroy(graph);
     return st;
   }
-  x->graph = graph;
-  x->graph_exec = exec;
-  x->graph_epoch = x->binding_epoch;
+  g->graph = graph;
+  g->exec = exec;
   return NULL;
+}
+
+/* The cache entry of the current key (bindings and dim values), or NULL. */
+static aotc_graph_entry_t *graph_find(const aotc_context_t *x) {
+  uint32_t nd = x->engine->dim_count;
+  for (int i = 0; i < AOTC_GRAPH_CACHE; ++i) {
+    const aotc_graph_entry_t *g = &x->graphs[i];
+    if (g->epoch == x->binding_epoch && (!nd || memcmp(g->key, x->regs, nd * sizeof(int64_t)) == 0))
+      return (aotc_graph_entry_t *)g;
+  }
+  return NULL;
+}
+
+int aotc_cuda_graph_ready(const aotc_context_t *x) {
+  const aotc_graph_entry_t *g = graph_find(x);
+  return g && g->exec;
+}
+
+/* A new entry for the current key: a free or stale one, else the least recently used. */
+static aotc_graph_entry_t *graph_insert(aotc_context_t *x) {
+  aotc_graph_entry_t *best = &x->graphs[0];
+  for (int i = 0; i < AOTC_GRAPH_CACHE; ++i) {
+    aotc_graph_entry_t *g = &x->graphs[i];
+    if (g->epoch != x->binding_epoch) {
+      best = g;
+      break;
+    }
+    if (g->used < best->used) best = g;
+  }
+  graph_drop(best);
+  best->epoch = x->binding_epoch;
+  memcpy(best->key, x->regs, x->engine->dim_count * sizeof(int64_t));
+  return best;
 }
 
 static aotc_status_t enqueue_locked(aotc_context_t *x, CUstream s) {
   aotc_engine_t *e = x->engine;
   size_t n = (size_t)e->input_count + e->output_count;
   for (size_t i = 0; i < e->input_count; ++i)
-    if (x->bindings[i].host && x->bindings[i].size)
-      CU_CHECK(cu.MemcpyHtoDAsync(x->bindings[i].staging, x->bindings[i].host, x->bindings[i].size, s),
+    if (x->bindings[i].host && x->cur_bytes[i])
+      CU_CHECK(cu.MemcpyHtoDAsync(x->bindings[i].staging, x->bindings[i].host, (size_t)x->cur_bytes[i], s),
                "cuMemcpyHtoDAsync(input)");
   int graphs = x->options.use_cuda_graph && cu.GraphLaunch && !x->graph_failed && e->launch_count;
-  int fresh = x->graph_exec && x->graph_epoch == x->binding_epoch;
-  if (graphs && !fresh && x->last_run_epoch == x->binding_epoch) {
-    aotc_status_t st = capture(x); /* bindings stable for two runs: worth a graph */
+  aotc_graph_entry_t *g = graphs ? graph_find(x) : NULL;
+  if (graphs && !g) {
+    g = graph_insert(x); /* seen once: a second run of this key captures */
+  } else if (g && !g->exec) {
+    aotc_status_t st = capture(x, g);
     if (st) {
       aotc_status_free(st);
-      graph_drop(x);
+      graph_drop(g);
+      g = NULL;
       x->graph_failed = 1; /* plain launches report any real launch error below */
     }
-    fresh = x->graph_exec != NULL;
   }
-  x->last_run_epoch = x->binding_epoch;
+  if (g) g->used = ++x->graph_clock;
   x->last_stream = s;
-  if (graphs && fresh) CU_CHECK(cu.GraphLaunch((CUgraphExec)x->graph_exec, s), "cuGraphLaunch");
+  if (g && g->exec) CU_CHECK(cu.GraphLaunch((CUgraphExec)g->exec, s), "cuGraphLaunch");
   else AOTC_RETURN_IF_ERROR(launch_all(x, s));
   for (size_t i = e->input_count; i < n; ++i)
-    if (x->bindings[i].host && x->bindings[i].size)
-      CU_CHECK(cu.MemcpyDtoHAsync(x->bindings[i].host, x->bindings[i].staging, x->bindings[i].size, s),
+    if (x->bindings[i].host && x->cur_bytes[i])
+      CU_CHECK(cu.MemcpyDtoHAsync(x->bindings[i].host, x->bindings[i].staging, (size_t)x->cur_bytes[i], s),
                "cuMemcpyDtoHAsync(output)");
   return NULL;
 }

@@ -13,20 +13,7 @@
  *                u32 header_crc32 (of bytes [0,60))
  *   section entry (48): u32 kind | u32 alignment | char tag[16] |
  *                u64 offset | u64 size | u32 crc32 | u32 reserved(0)
- *   PLAN section:
- *     header (48): u32 input_count, output_count, dim_count, kernel_count,
- *                  launch_count, arg_count, strtab_size, arena_zeroed;
- *                  u64 arena_size, weights_size   (arena_zeroed <= arena_size: the
- *                  arena's tail that each context zeroes once, split-K counters)
- *     tensor (16) x (inputs + outputs): u32 name_off, name_len |
- *                  u8 dtype | u8 rank | u16 reserved(0) | u32 dims_start
- *     u64 dims[dim_count]
- *     kernel (8) x kernel_count: u32 name_off, name_len
- *     launch (40) x launch_count: u32 kernel, grid[3], block[3], smem,
- *                  arg_start, arg_count
- *     arg (16) x arg_count: u32 kind (0 input, 1 output, 2 arena, 3 weight) |
- *                  u32 index | u64 offset
- *     char strtab[strtab_size]   (every name NUL-terminated inside it)
+ *   PLAN section: parsed by plan.c (its layout is there and in plan_section.py).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -36,12 +23,6 @@
 
 #include "aotc_internal.h"
 
-#define DATA_LOSS(...) aotc_make_status(AOTC_STATUS_DATA_LOSS, "corrupt engine: " __VA_ARGS__)
-
-static uint32_t rd32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
 static const char *section_name(uint32_t kind) {
   static const char *names[] = {"?", "MANIFEST", "PLAN", "WEIGHTS", "CUBIN", "PTX", "HOST_LIB"};
@@ -88,8 +69,6 @@ static aotc_status_t check_aotc_version(aotc_engine_t *e, const uint8_t *field) 
                             AOTC_ENGINE_MAX_AOTC_MAJOR);
   return NULL;
 }
-
-static const uint64_t dtype_sizes[9] = {0, 4, 2, 2, 8, 4, 1, 1, 1};
 
 static int tag_ok(const char *tag, uint32_t kind) {
   /* CUBIN: sm_<digits>[a-z]; PTX: compute_<digits>[a-z]; others: empty. */
@@ -198,142 +177,9 @@ static aotc_status_t parse_sections(aotc_engine_t *e) {
   return NULL;
 }
 
-/* A name at strtab[off, off+len) followed by NUL, with no NUL inside. */
-static aotc_status_t plan_string(const uint8_t *strtab, uint64_t strtab_size, uint32_t off,
-                                 uint32_t len, const char *what, uint32_t index,
-                                 const char **out) {
-  *out = NULL;
-  if ((uint64_t)off + len >= strtab_size || strtab[(uint64_t)off + len] != 0 ||
-      memchr(strtab + off, 0, len) != NULL)
-    return DATA_LOSS("%s %u name [%u, +%u) outside the string table", what, index, off, len);
-  *out = (const char *)strtab + off;
-  return NULL;
-}
-
-static aotc_status_t parse_plan(aotc_engine_t *e) {
-  const uint8_t *p = e->plan->data;
-  uint64_t size = e->plan->size;
-  if (size < 48) return DATA_LOSS("PLAN section is %llu bytes, shorter than its header",
-                                  (unsigned long long)size);
-  uint32_t ni = rd32(p), no = rd32(p + 4), nd = rd32(p + 8), nk = rd32(p + 12);
-  uint32_t nl = rd32(p + 16), na = rd32(p + 20), ns = rd32(p + 24);
-  e->arena_size = rd64(p + 32);
-  e->weights_size = rd64(p + 40);
-  /* Every count is < 2^32 and every row < 64 bytes: the sum cannot overflow. */
-  uint64_t want = 48 + 16 * ((uint64_t)ni + no) + 8ull * nd + 8ull * nk + 40ull * nl +
-                  16ull * na + ns;
-  if (want != size)
-    return DATA_LOSS("PLAN section is %llu bytes, its counts need %llu",
-                     (unsigned long long)size, (unsigned long long)want);
-  e->arena_zeroed = rd32(p + 28);
-  if (e->arena_zeroed > e->arena_size)
-    return DATA_LOSS("PLAN zeroed arena tail %u exceeds the arena size %llu", e->arena_zeroed,
-                     (unsigned long long)e->arena_size);
-  if (e->weights_size != e->weights->size)
-    return DATA_LOSS("PLAN weights size %llu != WEIGHTS section size %llu",
-                     (unsigned long long)e->weights_size, (unsigned long long)e->weights->size);
-  const uint8_t *tens = p + 48, *dims = tens + 16 * ((uint64_t)ni + no);
-  const uint8_t *kern = dims + 8ull * nd, *lau = kern + 8ull * nk, *args = lau + 40ull * nl;
-  const uint8_t *strtab = args + 16ull * na;
-  e->input_count = ni;
-  e->output_count = no;
-  e->kernel_count = nk;
-  e->launch_count = nl;
-  e->arg_count = na;
-  e->tensors = (aotc_tensor_t *)calloc((size_t)ni + no + 1, sizeof(aotc_tensor_t));
-  e->kernel_names = (const char **)calloc((size_t)nk + 1, sizeof(char *));
-  e->launches = (aotc_launch_t *)calloc((size_t)nl + 1, sizeof(aotc_launch_t));
-  e->args = (aotc_arg_t *)calloc((size_t)na + 1, sizeof(aotc_arg_t));
-  if (!e->tensors || !e->kernel_names || !e->launches || !e->args)
-    return aotc_make_status(AOTC_STATUS_RESOURCE_EXHAUSTED, "out of memory parsing the plan");
-
-  for (uint32_t i = 0; i < ni + no; ++i) {
-    const uint8_t *t = tens + 16ull * i;
-    aotc_tensor_t *x = &e->tensors[i];
-    const char *what = i < ni ? "input" : "output";
-    uint32_t idx = i < ni ? i : i - ni;
-    uint32_t dtype = t[8], rank = t[9], ds = rd32(t + 12);
-    AOTC_RETURN_IF_ERROR(plan_string(strtab, ns, rd32(t), rd32(t + 4), what, idx, &x->name));
-    if (dtype < 1 || dtype > 8 || rank > AOTC_MAX_RANK || (uint64_t)ds + rank > nd ||
-        t[10] || t[11])
-      return DATA_LOSS("%s %u '%s': dtype %u, rank %u or dims [%u, +%u) invalid", what, idx,
-                       x->name, dtype, rank, ds, rank);
-    x->dtype = (aotc_dtype_t)dtype;
-    x->rank = rank;
-    uint64_t bytes = dtype_sizes[dtype];
-    for (uint32_t r = 0; r < rank; ++r) {
-      uint64_t dim = rd64(dims + 8ull * (ds + r));
-      x->dims[r] = dim;
-      if (dim && bytes > ((1ull << 62) - 1) / dim)
-        return DATA_LOSS("%s %u '%s' byte size overflows", what, idx, x->name);
-      bytes *= dim;
-    }
-    x->byte_size = bytes;
-    uint32_t first = i < ni ? 0 : ni;
-    for (uint32_t j = first; j < i; ++j)
-      if (strcmp(e->tensors[j].name, x->name) == 0)
-        return DATA_LOSS("duplicate %s name '%s'", what, x->name);
-  }
-  for (uint32_t i = 0; i < nk; ++i) {
-    const uint8_t *k = kern + 8ull * i;
-    AOTC_RETURN_IF_ERROR(plan_string(strtab, ns, rd32(k), rd32(k + 4), "kernel", i,
-                                     &e->kernel_names[i]));
-    const char *c = e->kernel_names[i];
-    if (!*c) return DATA_LOSS("kernel %u has an empty name", i);
-    for (; *c; ++c)
-      if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-            *c == '_'))
-        return DATA_LOSS("kernel %u name is not a C identifier", i);
-  }
-  for (uint32_t i = 0; i < nl; ++i) {
-    const uint8_t *l = lau + 40ull * i;
-    aotc_launch_t *x = &e->launches[i];
-    x->kernel = rd32(l);
-    for (int k = 0; k < 3; ++k) {
-      x->grid[k] = rd32(l + 4 + 4 * k);
-      x->block[k] = rd32(l + 16 + 4 * k);
-    }
-    x->smem = rd32(l + 28);
-    x->arg_start = rd32(l + 32);
-    x->arg_count = rd32(l + 36);
-    if (x->kernel >= nk || (uint64_t)x->arg_start + x->arg_count > na)
-      return DATA_LOSS("launch %u: kernel %u or args [%u, +%u) out of bounds", i, x->kernel,
-                       x->arg_start, x->arg_count);
-    for (int k = 0; k < 3; ++k)
-      if (!x->grid[k] || !x->block[k]) return DATA_LOSS("launch %u has a zero grid/block dim", i);
-    if (x->arg_count > e->max_launch_args) e->max_launch_args = x->arg_count;
-    for (uint32_t j = x->arg_start; j < x->arg_start + x->arg_count; ++j) {
-      const uint8_t *a = args + 16ull * j;
-      aotc_arg_t *y = &e->args[j];
-      y->kind = rd32(a);
-      y->index = rd32(a + 4);
-      y->offset = rd64(a + 8);
-      uint64_t limit;
-      int ok = 1;
-      switch (y->kind) {
-        case AOTC_REF_INPUT:
-          ok = y->index < ni;
-          limit = ok ? e->tensors[y->index].byte_size : 0;
-          break;
-        case AOTC_REF_OUTPUT:
-          ok = y->index < no;
-          limit = ok ? e->tensors[ni + y->index].byte_size : 0;
-          break;
-        case AOTC_REF_ARENA: ok = y->index == 0; limit = e->arena_size; break;
-        case AOTC_REF_WEIGHT: ok = y->index == 0; limit = e->weights_size; break;
-        default: ok = 0; limit = 0;
-      }
-      if (!ok || (y->offset != 0 && y->offset >= limit))
-        return DATA_LOSS("launch %u arg %u: kind %u index %u offset %llu out of bounds", i,
-                         j - x->arg_start, y->kind, y->index, (unsigned long long)y->offset);
-    }
-  }
-  return NULL;
-}
-
 aotc_status_t aotc_engine_parse(aotc_engine_t *e) {
   AOTC_RETURN_IF_ERROR(parse_sections(e));
-  return parse_plan(e);
+  return aotc_plan_parse(e);
 }
 
 void aotc_engine_options_initialize(aotc_engine_options_t *out_options) {
@@ -352,6 +198,9 @@ static void engine_destroy(aotc_engine_t *e) {
   free((void *)e->kernel_names);
   free(e->launches);
   free(e->args);
+  free(e->dims);
+  free(e->ops);
+  free(e->checks);
   free(e->buf);
   free(e);
 }
@@ -471,6 +320,25 @@ static aotc_status_t tensor_info(const aotc_engine_t *e, int output, size_t inde
   out_info->rank = t->rank;
   memcpy(out_info->dims, t->dims, sizeof t->dims);
   out_info->byte_size = t->byte_size;
+  for (uint32_t r = 0; r < AOTC_MAX_RANK; ++r)
+    out_info->dim_index[r] = t->reg[r] < 0 ? AOTC_DIM_STATIC : output ? AOTC_DIM_COMPUTED : t->reg[r];
+  return NULL;
+}
+
+size_t aotc_engine_dim_count(const aotc_engine_t *e) { return e ? e->dim_count : 0; }
+
+aotc_status_t aotc_engine_dim_info(const aotc_engine_t *e, size_t index, aotc_dim_info_t *out_info) {
+  if (!out_info) return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "out_info is NULL");
+  memset(out_info, 0, sizeof *out_info);
+  if (!e) return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "engine is NULL");
+  if (index >= e->dim_count)
+    return aotc_make_status(AOTC_STATUS_INVALID_ARGUMENT, "dim index %zu out of range (engine has %u)",
+                            index, e->dim_count);
+  const aotc_dim_t *d = &e->dims[index];
+  out_info->name = d->name;
+  out_info->min = d->min;
+  out_info->max = d->max;
+  out_info->divisor = d->divisor;
   return NULL;
 }
 

@@ -79,4 +79,4 @@ uint32_t aotc_crc32(const uint8_t *data, size_t size) {
   return c ^ 0xFFFFFFFFu;
 }
 
-const char *aotc_runtime_version(void) { return "aotc-runtime 0.1.0 (format 1)"; }
+const char *aotc_runtime_version(void) { return "aotc-runtime 0.1.0 (format 2)"; }
