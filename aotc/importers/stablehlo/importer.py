@@ -16,6 +16,13 @@ support.py) lists what is supported. Input names
 come from the argument locations jax writes (`x`, `params['w']` -> `params.w`),
 output names from `jax.result_info`; otherwise arg0.. / out0...
 
+Dynamic (`?`) dims of the entry arguments are symbolic dims (aotc/ir/dims.py)
+named by symbolic_dims.py, with the ranges the caller passes as `dynamic`;
+conversion runs inside those ranges, so converters compute result shapes as
+dim expressions (a `?` in a result type is filled in by the converter:
+`cx.out_shape`), jax's shape assertions are decided at compile time, and
+shape tensors evaluate at import time with dims in them (size_values.py).
+
 To support a new op, add a converter with `@register("dialect.op")` in one of
 the *_ops.py modules (and a `check` if some attribute values are not
 supported, so the pre-scan can report them).
@@ -31,9 +38,9 @@ from typing import Callable
 import numpy as np
 
 from aotc.errors import ModelError, UnsupportedError, VerifyError
+from aotc.importers.dynamic import resolve_ranges
 from aotc.importers.registry import ConverterTable
 from aotc.importers.stablehlo import mlir as M
-from aotc.importers.dynamic import resolve_ranges
 from aotc.importers.stablehlo.symbolic_dims import data_arguments, input_shapes, platform_index
 from aotc.importers.static_values import StaticValues
 from aotc.ir import dtypes

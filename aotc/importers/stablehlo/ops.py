@@ -6,7 +6,10 @@ chlo.erfc is 1 - erf, sinh/cosh/asinh/acosh/atanh go through exp/log, pad with
 interior or negative padding becomes reshape/pad/slice, reverse is a gather
 with constant indices. Helpers shared with the other converter modules are
 here too (broadcast, interior padding); decompositions use the importers' `Ex`
-(aotc/importers/expr.py).
+(aotc/importers/expr.py). In a program with dynamic dims, get_dimension_size
+of one is a `dim_values` node (a size known at run time), a `?` result dim of
+broadcast/reshape comes from the operand, and custom calls dispatch to jax's
+shape_assertion (symbolic_dims.py) or to CUSTOM_CALLS (dynamic_ops.py).
 """
 from __future__ import annotations
 
