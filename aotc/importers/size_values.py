@@ -59,8 +59,9 @@ def require_decided(a: np.ndarray) -> None:
                 raise D.DynamicDecisionError(x.reason)
 
 
-def _by_values(fn, *xs):
-    """fn(*xs) when it is the same for every value of the dims in their ranges (divisors included)."""
+def _by_values(fn, *xs, what: str = ""):
+    """fn(*xs) when it is the same for every value of the dims in their ranges (divisors included);
+    `what` names the decision in the error otherwise."""
     names = sorted(D.symbols(list(xs)))
     rs = D.current_ranges()
     grids = [range(rs[n].min, rs[n].max + 1, rs[n].divisor) for n in names if n in rs]
@@ -68,7 +69,8 @@ def _by_values(fn, *xs):
         seen = {fn(*(D.evaluate(x, dict(zip(names, vals))) for x in xs)) for vals in itertools.product(*grids)}
         if len(seen) == 1:
             return seen.pop()
-    raise D.DynamicDecisionError(f"{fn.__name__} of {', '.join(map(repr, xs))} depends on the dims' values "
+    what = what or f"{fn.__name__} of {', '.join(map(repr, xs))}"
+    raise D.DynamicDecisionError(f"{what} depends on the dims' values "
                                  f"({', '.join(f'{n} in {rs[n]}' if n in rs else n for n in names)})")
 
 
@@ -80,7 +82,7 @@ def _sign(x):
         return -1
     if lo == hi == 0:
         return 0
-    return _by_values(lambda v: (v > 0) - (v < 0), x)
+    return _by_values(lambda v: (v > 0) - (v < 0), x, what=f"the sign of {x!r}")
 
 
 def _abs(x):
@@ -94,15 +96,15 @@ def _equal(x, y) -> bool:
         return d == 0
     if D.lower(d) > 0 or D.upper(d) < 0:
         return False
-    return _by_values(lambda v: v == 0, d)
+    return _by_values(lambda v: v == 0, d, what=f"whether {x!r} == {y!r}")
 
 
-def _ordered(op):
+def _ordered(op, sign: str):
     def decide(x, y):
         try:
             return op(x, y)
         except D.DynamicDecisionError:
-            return _by_values(op, x, y)
+            return _by_values(op, x, y, what=f"whether {x!r} {sign} {y!r}")
     return decide
 
 
@@ -143,8 +145,8 @@ def _select(p, a, b):
     raise D.DynamicDecisionError(p.reason)
 
 
-_COMPARE = {"EQ": _equal, "NE": lambda x, y: not _equal(x, y), "LT": _ordered(operator.lt),
-            "LE": _ordered(operator.le), "GT": _ordered(operator.gt), "GE": _ordered(operator.ge)}
+_COMPARE = {"EQ": _equal, "NE": lambda x, y: not _equal(x, y), "LT": _ordered(operator.lt, "<"),
+            "LE": _ordered(operator.le, "<="), "GT": _ordered(operator.gt, ">"), "GE": _ordered(operator.ge, ">=")}
 _LOGIC = {"and": _and, "or": _or, "xor": _xor, "not": _not}
 _BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": _trunc_div, "rem": _trunc_rem,
            "max": D.dmax, "min": D.dmin}

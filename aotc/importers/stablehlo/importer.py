@@ -37,11 +37,11 @@ from typing import Callable
 
 import numpy as np
 
-from aotc.errors import ModelError, UnsupportedError, VerifyError
+from aotc.errors import AotcError, ModelError, UnsupportedError, VerifyError
 from aotc.importers.dynamic import resolve_ranges
 from aotc.importers.registry import ConverterTable
 from aotc.importers.stablehlo import mlir as M
-from aotc.importers.stablehlo.symbolic_dims import data_arguments, input_shapes, platform_index
+from aotc.importers.stablehlo.symbolic_dims import assertion_error, data_arguments, input_shapes, platform_index
 from aotc.importers.static_values import StaticValues
 from aotc.ir import dtypes
 from aotc.ir.dims import DynamicDecisionError, dim_ranges
@@ -184,6 +184,7 @@ class Ctx:
         self.env: dict = {}
         self.depth = 0
         self._values = StaticValues(b)
+        self.failed_assertions: list = []     # jax shape assertions the ranges break (symbolic_dims.py)
 
     def run_region(self, region, args: list[Value]) -> list[Value]:
         """Convert a control-flow region's block (it sees the enclosing values); its returned Values."""
@@ -247,7 +248,14 @@ def _convert(main, funcs: dict, exported, name: str, dynamic: dict) -> Graph:
     args = [inputs[i] if i in inputs else cx.scalar(platform_index(exported), dtypes.i32)
             for i in range(len(blk.arguments))]
     with dim_ranges(ranges):     # decisions on dynamic dims (and shape assertions) consult them
-        outs = _run_block(cx, main.regions[0].blocks[0], args, {}, 0, f"@{_sym(main)}")
+        try:
+            outs = _run_block(cx, main.regions[0].blocks[0], args, {}, 0, f"@{_sym(main)}")
+        except AotcError:
+            if cx.failed_assertions:       # the broken assertion is the cause: later shapes assumed it
+                raise assertion_error(cx.failed_assertions) from None
+            raise
+    if cx.failed_assertions:
+        raise assertion_error(cx.failed_assertions)
     graph = b.build(outs, _output_names(main, len(outs)))
     graph.dims = ranges
     return graph

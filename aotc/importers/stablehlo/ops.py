@@ -422,7 +422,9 @@ def _custom_call_check(op):
 def _custom_call(cx, ins):
     target = _target(cx.op)
     if target == "shape_assertion":     # jax.export's checks on symbolic dims: decided now
-        check_assertion(cx, ins)
+        failed = check_assertion(cx, ins)
+        if failed:
+            cx.failed_assertions.append(failed)   # reported together once the program is read
         return []
     if target in CUSTOM_CALLS:
         return CUSTOM_CALLS[target](cx, ins)

@@ -14,13 +14,14 @@ are one dim.
 
 A shape assertion's predicate is computed at import time from the dims
 (DimExprs, see aotc/ir/dims.py) and decided over the ranges the user gave:
-one that always holds is dropped, one that can fail inside the ranges is
-refused, naming the range of values where it holds.
+one that always holds is dropped; those that can fail inside the ranges are
+refused together, in one error naming the ranges where all of them hold.
 """
 from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -105,8 +106,17 @@ def _global_constant_names(main, funcs: dict) -> dict:
 
 # ----------------------------------------------------------------- shape assertions
 
-def check_assertion(cx, ins) -> None:
-    """Decide a `shape_assertion` custom call over the dims' ranges: drop it, or raise naming what works."""
+@dataclass
+class FailedAssertion:
+    """A shape assertion that fails somewhere in the ranges; `holds`: (dim, the values where it holds) when
+    it is about one dim."""
+    message: str
+    problem: str
+    holds: tuple[str, list[int]] | None = None
+
+
+def check_assertion(cx, ins) -> FailedAssertion | None:
+    """Decide a `shape_assertion` custom call over the dims' ranges: None when it always holds (dropped)."""
     message = _message(cx.op)
     nodes = _subgraph(cx, ins[0])
     if nodes is None:
@@ -114,17 +124,42 @@ def check_assertion(cx, ins) -> None:
     try:
         pred = cx.static(ins[0])
     except D.DynamicDecisionError:    # the ranges' bounds do not decide it: try every value
-        problem = _where_it_fails(nodes, ins[0])
-        if problem:
-            raise ModelError(f"{message}: {problem}") from None
-        return
+        return _where_it_fails(message, nodes, ins[0])
     if not bool(np.all(np.asarray(pred, dtype=bool))):
-        raise ModelError(f"{message}: it fails for every shape in the ranges ({_ranges(nodes)})")
+        return FailedAssertion(message, f"it fails for every shape in the ranges ({_ranges(nodes)})")
+    return None
+
+
+def assertion_error(failed: list[FailedAssertion]) -> ModelError:
+    """One error for every failed assertion, with the ranges (intersected per dim) where all of them hold."""
+    text = "; ".join(f"{f.message}: {f.problem}" for f in failed)
+    fixes = []
+    if all(f.holds for f in failed):
+        by_dim: dict[str, set] = {}
+        for f in failed:
+            name, values = f.holds
+            by_dim[name] = by_dim.get(name, set(values)) & set(values)
+        fixes = [_as_range(name, sorted(values)) for name, values in sorted(by_dim.items())]
+    if fixes and all(fixes):
+        text += f". Ranges where every assertion holds: {' '.join(f'--dynamic {x}' for x in fixes)}"
+    return ModelError(f"the dynamic dims' ranges break the program's shape assertions: {text}")
+
+
+def _as_range(name: str, values: list[int]) -> str | None:
+    """`name=lo..hi[:step]` when `values` is an arithmetic progression, else None."""
+    if not values:
+        return None
+    step = values[1] - values[0] if len(values) > 1 else 1
+    if list(range(values[0], values[-1] + 1, step)) != values:
+        return None
+    return f"{name}={values[0]}..{values[-1]}" + (f":{step}" if step > 1 else "")
 
 
 def _message(op) -> str:
     """jax's error message without its boilerplate: the sentence that says what is expected."""
     text = str(M.attr(op, "error_message", '"shape assertion failed"')).strip('"')
+    # jax fills {0}, {1} with the run-time values; at compile time there are none
+    text = re.sub(r"remainder \{\d+\}", "a remainder", re.sub(r",? but found \{\d+\}", "", text))
     parts = [p for p in re.split(r"(?<=\.) ", text) if p and not p.startswith("Input shapes do not match")]
     return parts[0].rstrip(".") if parts else "shape assertion failed"
 
@@ -135,31 +170,30 @@ def _ranges(nodes) -> str:
         or "no dynamic dims"
 
 
-def _where_it_fails(nodes, v) -> str | None:
-    """None when the predicate holds at every value in the ranges, else what fails and what would work."""
+def _where_it_fails(message: str, nodes, v) -> FailedAssertion | None:
+    """None when the predicate holds at every value in the ranges, else what fails and where it holds."""
     rs = D.current_ranges()
     names = sorted(_symbols_of(nodes))
     if not names or any(n not in rs for n in names):
-        return f"it may fail ({_ranges(nodes)}); give every dim a range"
+        return FailedAssertion(message, f"it may fail ({_ranges(nodes)}); give every dim a range")
     grids = [range(rs[n].min, rs[n].max + 1, rs[n].divisor) for n in names]
     if int(np.prod([len(g) for g in grids])) > _MAX_PROBES:
-        return f"the ranges do not decide it ({_ranges(nodes)}); narrow them so that it always holds"
+        return FailedAssertion(message, f"the ranges do not decide it ({_ranges(nodes)}); narrow them so that "
+                                        "it always holds")
     combos = [dict(zip(names, vals)) for vals in itertools.product(*grids)]
     ok = [_holds(nodes, v, env) for env in combos]
     if all(ok):
         return None
     if len(names) > 1:
         bad = next(env for env, good in zip(combos, ok) if not good)
-        return f"it fails inside the ranges ({_ranges(nodes)}), e.g. at {bad}"
+        return FailedAssertion(message, f"it fails inside the ranges ({_ranges(nodes)}), e.g. at {bad}")
     name, r = names[0], rs[names[0]]
     holds = [env[name] for env, good in zip(combos, ok) if good]
     if not holds:
-        return f"it fails for every {name} in {r}"
-    step = holds[1] - holds[0] if len(holds) > 1 else r.divisor
-    if list(range(holds[0], holds[-1] + 1, step)) == holds:
-        fix = f"{holds[0]}..{holds[-1]}" + (f":{step}" if step > 1 else "")
-        return f"it fails for some {name} in {r}; it holds for {name}={fix} (pass --dynamic {name}={fix})"
-    return f"it fails for some {name} in {r} (it holds for {len(holds)} of {len(ok)} values)"
+        return FailedAssertion(message, f"it fails for every {name} in {r}", (name, []))
+    fix = _as_range(name, holds)
+    where = f"it holds for {fix}" if fix else f"it holds for {len(holds)} of {len(ok)} values"
+    return FailedAssertion(message, f"it fails for some {name} in {r}; {where}", (name, holds))
 
 
 def _subgraph(cx, v) -> list | None:

@@ -8,7 +8,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import export  # noqa: E402
 
-from aotc.errors import ModelError  # noqa: E402
+from aotc.errors import ModelError, UnsupportedError  # noqa: E402
 from aotc.importers.stablehlo import import_stablehlo  # noqa: E402
 from aotc.ir import dims as D  # noqa: E402
 from aotc.ir.interpreter import interpret  # noqa: E402
@@ -83,9 +83,21 @@ def test_attention_with_symbolic_batch_and_sequence(form):
 def test_a_range_the_assertions_refuse_names_the_range_that_works():
     exp, _ = _mlp_export()
     with pytest.raises(ModelError, match=r"Expected value >= 1 for dimension variable 'batch': it fails for "
-                                         r"some batch in 0\.\.64; it holds for batch=1\.\.64 "
-                                         r"\(pass --dynamic batch=1\.\.64\)"):
+                                         r"some batch in 0\.\.64; it holds for batch=1\.\.64\. Ranges where every "
+                                         r"assertion holds: --dynamic batch=1\.\.64$"):
         import_stablehlo(_forms(exp)["export"], dynamic={"batch": (0, 64)})
+
+
+def test_every_broken_assertion_is_reported_at_once_with_the_range_that_satisfies_all():
+    b, = export.symbolic_shape("b", constraints=("b <= 64", "b >= 2"))
+    exp = _exported(lambda x: x * 2, jax.ShapeDtypeStruct((b, 3), jnp.float32))
+    with pytest.raises(ModelError) as e:
+        import_stablehlo(exp, dynamic={"b": (1, 128)})
+    msg = str(e.value)
+    assert "'- b + 64' to be greater or equal to 0: it fails for some b in 1..128; it holds for b=1..64" in msg
+    assert "'b - 2' to be greater or equal to 0: it fails for some b in 1..128; it holds for b=2..128" in msg
+    assert msg.endswith("Ranges where every assertion holds: --dynamic b=2..64") and "{0}" not in msg
+    assert import_stablehlo(exp, dynamic={"b": (2, 64)}).dims == {"b": D.DimRange(2, 64)}
 
 
 def test_divisibility_assertion_and_dims_given_as_expressions():
@@ -232,3 +244,12 @@ def test_multi_platform_export_takes_the_cuda_branch():
         g = import_stablehlo(_forms(exp)[form], dynamic={"b": (1, 8)})
         assert len(g.inputs) == 1 and g.inputs[0].shape == (D.sym("b"), 3)
         close(interpret(g, [x])[0], x * 3.0, 1e-6, 0, form)
+
+
+def test_a_loop_over_a_dynamic_dim_is_refused_naming_why():
+    b, = export.symbolic_shape("b")
+    exp = _exported(lambda x: jax.lax.fori_loop(0, x.shape[0], lambda i, c: c + x[i], jnp.zeros(3)),
+                    jax.ShapeDtypeStruct((b, 3), jnp.float32))
+    with pytest.raises(UnsupportedError, match=r"stablehlo.while .*trip count depends on dynamic dims "
+                                               r"\(whether 1 < b depends .*b in 1\.\.8"):
+        import_stablehlo(exp, dynamic={"b": (1, 8)})
