@@ -31,6 +31,7 @@ PLACES = {
 }
 # what loading an engine may pull in: no importer, pass, fusion or codegen (serving code imports aotc.Engine)
 RUNTIME = ("aotc.package.runtime_binding", "aotc.package.c_build", "aotc.package.engine_format", "aotc.package.plan",
+           "aotc.package.plan_section",
            "aotc.package.inspect")
 RUNTIME_MAY_REACH = ("aotc.errors", "aotc.ir", "aotc.__version__", "aotc.kernels.resources") + RUNTIME
 OURS = ("aotc", "cli")
