@@ -12,6 +12,9 @@ integer ops (floor = truncation for sizes, which are >= 0), and comparisons,
 sign, abs, min and max are decided over the dims' current ranges: by their
 bounds, else by trying every value where the ranges are small (a divisor
 decides `mod(b, 2) == 0`), raising DynamicDecisionError where they do not.
+Results are simplified the same way: an expression that equals an affine one
+over the ranges (`mod(-1, s)` is `s - 1` for s >= 1) becomes it, so the
+shapes built from them compare equal.
 """
 from __future__ import annotations
 
@@ -72,6 +75,34 @@ def _by_values(fn, *xs, what: str = ""):
     what = what or f"{fn.__name__} of {', '.join(map(repr, xs))}"
     raise D.DynamicDecisionError(f"{what} depends on the dims' values "
                                  f"({', '.join(f'{n} in {rs[n]}' if n in rs else n for n in names)})")
+
+
+def simplify(x):
+    """`x` as `c0 + sum(c_i * dim_i)` when it equals that at every value in the ranges (jax computes sizes
+    with floor division, remainders, min and max: `mod(-1, s)` is `s - 1`); else `x` unchanged."""
+    if D.is_static(x) or all(atom[0] == "s" for m, _ in x.terms for atom in m):
+        return x
+    names = sorted(D.symbols(x))
+    rs = D.current_ranges()
+    if any(n not in rs for n in names):
+        return x
+    grids = [range(rs[n].min, rs[n].max + 1, rs[n].divisor) for n in names]
+    if int(np.prod([len(g) for g in grids])) > _MAX_VALUES:
+        return x
+    low = {n: rs[n].min for n in names}
+    c0 = D.evaluate(x, low)
+    fit = c0
+    for n, g in zip(names, grids):
+        if len(g) > 1:
+            step = D.evaluate(x, {**low, n: g[1]}) - c0
+            if step % rs[n].divisor:
+                return x
+            fit = fit + (step // rs[n].divisor) * (D.sym(n) - low[n])
+    for vals in itertools.product(*grids):
+        env = dict(zip(names, vals))
+        if D.evaluate(x, env) != D.evaluate(fit, env):
+            return x
+    return fit
 
 
 def _sign(x):
@@ -189,6 +220,8 @@ def _elementwise(fn, args, otype, sizes: bool = True) -> np.ndarray:
     shape = cols[0].shape
     if otype is np.bool_ and not any(isinstance(x, Undecided) for x in flat):
         return np.array(flat, dtype=np.bool_).reshape(shape)
+    if sizes:
+        flat = [simplify(x) for x in flat]
     out = np.empty(len(flat), dtype=object)
     out[:] = flat
     return out.reshape(shape)

@@ -46,7 +46,7 @@ class StaticValues:
                 self._producer[o] = n
         self._indexed = len(self.b.nodes)
         n = self._producer.get(v)
-        if n is None:
+        if n is None or not v.type.is_static:    # an input, or a tensor whose size is known only at run time
             return None, v
         args = []
         for x in n.inputs:

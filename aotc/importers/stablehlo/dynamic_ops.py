@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from aotc.importers.size_values import simplify
 from aotc.importers.stablehlo import mlir as M
 from aotc.importers.stablehlo.importer import register
 from aotc.importers.stablehlo.index_ops import _gather
 from aotc.importers.stablehlo.nn_ops import _convolution, _simple_kinds, window_reduce
-from aotc.importers.stablehlo.ops import CUSTOM_CALLS, bcast, pad, reshape
+from aotc.importers.stablehlo.ops import CUSTOM_CALLS, bcast, pad, reshape, size_scalar, slice_dim
 from aotc.ir import dims as D
+from aotc.ir import dtypes
 
 
 def _sizes(cx, v, what: str) -> list:
@@ -27,7 +29,7 @@ def _sizes(cx, v, what: str) -> list:
     if s is None:
         raise cx.fail(f"{what} must be computable at import time from constants and the dims "
                       "(it depends on tensor data)")
-    return [D.as_dim(x.item() if isinstance(x, np.generic) else x) for x in np.asarray(s).reshape(-1)]
+    return [simplify(D.as_dim(x.item() if isinstance(x, np.generic) else x)) for x in np.asarray(s).reshape(-1)]
 
 
 def _static_ints(cx, v, what: str) -> list[int]:
@@ -60,9 +62,25 @@ def _real_dynamic_slice(cx, ins):
     start, limit, stride = (_sizes(cx, v, w) for v, w in zip(ins[1:], ("start_indices", "limit_indices", "strides")))
     if not all(D.is_static(s) and s >= 1 for s in stride):
         raise cx.fail(f"strides {stride} must be positive constants")
-    start = [D.dmin(D.dmax(s, 0), n) for s, n in zip(start, x.shape)]
-    limit = [D.dmin(D.dmax(e, s), n) for s, e, n in zip(start, limit, x.shape)]
-    return cx.add("slice", x, start=tuple(start), limit=tuple(limit), stride=tuple(stride))
+    start = [simplify(D.dmin(D.dmax(s, 0), n)) for s, n in zip(start, x.shape)]
+    limit = [simplify(D.dmin(D.dmax(e, s), n)) for s, e, n in zip(start, limit, x.shape)]
+    for d, (s, e, k) in enumerate(zip(start, limit, stride)):
+        x = window(cx, x, d, s, simplify(D.ceildiv(e - s, k)), k)
+    return x
+
+
+def window(cx, x, d: int, begin, size, stride: int = 1):
+    """x[begin : begin + size*stride : stride] along d: a slice where the ranges order its bounds and the
+    start is a number, else a take of begin + stride * iota (no buffer offset that moves with the dims)."""
+    if begin == 0 and size == x.shape[d] and stride == 1:
+        return x
+    if D.is_static(begin) and _surely_within(begin + (size - 1) * stride + 1, x.shape[d]):
+        return slice_dim(cx, x, d, begin, begin + (size - 1) * stride + 1, stride)
+    at = cx.add("iota", shape=(size,), dimension=0, dtype="i32")
+    if stride != 1:
+        at = cx.add("mul", at, bcast(cx, cx.scalar(stride, dtypes.i32), (size,), ()))
+    at = cx.add("add", at, bcast(cx, size_scalar(cx, begin, dtypes.i32), (size,), ()))
+    return cx.add("gather", x, at, axis=d)
 
 
 @register("stablehlo.dynamic_pad")
@@ -78,8 +96,16 @@ def _dynamic_gather(cx, ins):
     return _one_window(cx, ins[0], ins[1], sizes) or _gather(cx, ins, sizes=sizes)
 
 
+def _surely_within(limit, extent) -> bool:
+    try:
+        return bool(limit <= extent)
+    except D.DynamicDecisionError:
+        return False
+
+
 def _one_window(cx, x, idx, sizes):
-    """A gather of one window at a constant start (`x[:, 1:]` on a dynamic dim): a slice, or None."""
+    """A gather of one window at a start known now (`x[:, 1:]`, `x[:, -1:]` on a dynamic dim): a slice
+    (and a take where the start is a dim expression), or None."""
     from aotc.importers.stablehlo.index_ops import _gather_dims
     dn = _gather_dims(cx.op)
     start = cx.static(idx)
@@ -87,11 +113,11 @@ def _one_window(cx, x, idx, sizes):
         return None
     begin = [0] * x.type.rank
     for j, d in enumerate(dn.start_index_map):    # clamped into the operand, as StableHLO does
-        begin[d] = D.dmin(D.dmax(D.as_dim(np.asarray(start).reshape(-1)[j]), 0), x.shape[d] - sizes[d])
-    if not all(D.is_static(b) for b in begin):    # a start that moves with the dims (x[:, -1:]) stays a
-        return None                               # gather: a slice there would be a buffer offset per shape
-    y = cx.add("slice", x, start=tuple(begin), limit=tuple(b + n for b, n in zip(begin, sizes)),
-               stride=(1,) * x.type.rank)
+        clamped = D.dmin(D.dmax(D.as_dim(np.asarray(start).reshape(-1)[j]), 0), x.shape[d] - sizes[d])
+        begin[d] = simplify(clamped)
+    y = x
+    for d in range(x.type.rank):     # the indexed dims start at begin, the others at 0
+        y = window(cx, y, d, begin[d], sizes[d])
     kept = [n for d, n in enumerate(sizes) if d not in set(dn.collapsed_slice_dims)]
     return reshape(cx, y, tuple(kept))
 

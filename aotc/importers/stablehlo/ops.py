@@ -102,9 +102,15 @@ def pad(cx, v: Value, pv: Value, low, high, interior=None) -> Value:
 
 def reverse(cx, v: Value, dims) -> Value:
     for d in dims:
-        if v.shape[d] > 1:
-            idx = cx.const(np.arange(v.shape[d] - 1, -1, -1, dtype=np.int32), dtypes.i32)
-            v = cx.add("gather", v, idx, axis=int(d))
+        n = v.shape[d]
+        if D.is_static(n) and n <= 1:
+            continue
+        if D.is_static(n):
+            idx = cx.const(np.arange(n - 1, -1, -1, dtype=np.int32), dtypes.i32)
+        else:   # (n - 1) - iota, n known at run time
+            ramp = cx.add("iota", shape=(n,), dimension=0, dtype="i32")
+            idx = cx.add("sub", bcast(cx, size_scalar(cx, n - 1, dtypes.i32), (n,), ()), ramp)
+        v = cx.add("gather", v, idx, axis=int(d))
     return v
 
 

@@ -170,6 +170,25 @@ def test_dynamic_iota_and_gather_on_symbolic_sizes():
                 close(got, np.asarray(want), 1e-6, 0, f"{form} b={n} output {i}")
 
 
+@pytest.mark.parametrize("name", ["flip_roll_stride", "halves", "cumsum_over_dynamic_axis", "neighbour_difference"])
+def test_dim_dependent_windows_run_on_the_host_kernels(name):
+    """Windows whose starts and sizes are dim expressions, through the passes and one kernel set, at 3 shapes."""
+    from aotc.hlo_passes.pipeline import run_pipeline
+    from tests.helpers.host_run import run_on_host
+    fn, _ = _PROGRAMS[name]
+    b, s = export.symbolic_shape("b, s")
+    g = import_stablehlo(_exported(fn, jax.ShapeDtypeStruct((b, s), jnp.float32)),
+                         dynamic={"b": (1, 8), "s": (2, 20)})
+    with D.dim_ranges(g.dims):
+        opt, _ = run_pipeline(g)
+    rng, _ = fresh_rng()
+    runs = [[random_array(rng, shape)] for shape in ((1, 2), (3, 9), (8, 20))]
+    results, _, _ = run_on_host(opt, runs[0], shapes=runs)
+    for (x,), outs in zip(runs, results, strict=True):
+        for got, want in zip(outs, jax.tree_util.tree_leaves(fn(jnp.asarray(x))), strict=True):
+            close(got, np.asarray(want), 1e-5, 1e-5, f"{name} at {x.shape}")
+
+
 def test_generated_kernels_serve_every_shape_from_one_compile():
     """The jax-exported attention through the passes and one set of kernels (host build), at 3 shapes."""
     from aotc.hlo_passes.pipeline import run_pipeline
@@ -209,6 +228,17 @@ _PROGRAMS = {   # name: (fn, input specs with "b"/"s" for dynamic dims, int inpu
     "scatter_add_rows": (lambda x, i: x.at[i].add(1.0), [((_B, 4), False), ((3,), True)]),
     "neighbour_difference": (lambda x: x[:, 1:] - x[:, :-1], [((_B, _S), False)]),
     "outer_broadcast": (lambda x, y: x + y, [((_B, 1), False), ((1, _S), False)]),
+    "one_hot": (lambda t: jax.nn.one_hot(t, 5), [((_B, _S), True)]),
+    "causal_ones": (lambda x: x @ jnp.tril(jnp.ones((x.shape[1], x.shape[1]))), [((_B, _S), False)]),
+    "argsort_take_along": (lambda x: jnp.take_along_axis(x, jnp.argsort(x, axis=1), axis=1), [((_B, 6), False)]),
+    "repeat_tile": (lambda x: (jnp.repeat(x, 2, axis=1), jnp.tile(x, (1, 2))), [((_B, _S), False)]),
+    "flip_roll_stride": (lambda x: (jnp.flip(x, axis=1), jnp.roll(x, 1, axis=1), x[:, ::2]), [((_B, _S), False)]),
+    "halves": (lambda x: x[:, : x.shape[1] // 2] + x[:, x.shape[1] - x.shape[1] // 2:], [((_B, _S), False)]),
+    "max_pool_same": (lambda x: jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 3), (1, 1), "SAME"),
+                      [((_B, _S), False)]),
+    "update_row": (lambda x, i: jax.lax.dynamic_update_slice(x, jnp.ones((1, 2)), (i, 0)),
+                   [((_B, 4), False), ((), True)]),
+    "row_gather": (lambda x: x[jnp.arange(x.shape[0]), jnp.zeros(x.shape[0], jnp.int32)], [((_B, _S), False)]),
 }
 
 
