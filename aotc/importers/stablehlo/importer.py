@@ -237,7 +237,7 @@ def _convert(main, funcs: dict, exported, name: str, dynamic: dict) -> Graph:
     b = GraphBuilder(name)
     blk = main.regions[0].blocks[0]
     data = data_arguments(main)
-    in_names = _input_names([blk.arguments[i] for i in data], exported)
+    in_names = _input_names([blk.arguments[i] for i in data], exported, _forwarded_names(main, funcs))
     shapes = input_shapes(main, funcs, exported, in_names, data)
     ranges = resolve_ranges({n: [d if isinstance(d, int) else repr(d) for d in s] for n, s in zip(in_names, shapes)},
                             dynamic)
@@ -315,16 +315,32 @@ def _unique(names: list[str]) -> list[str]:
     return out
 
 
-def _input_names(arguments, exported) -> list[str]:
+def _input_names(arguments, exported, forwarded: dict | None = None) -> list[str]:
     paths = _export_paths(exported)
     names = []
     for i, a in enumerate(arguments):
-        n = M.loc_name(a.location)
+        n = M.loc_name(a.location) or (forwarded or {}).get(a)
         n = clean_name(n) if n else ""
         if not n and paths and i < len(paths):
             n = paths[i]
         names.append(n or f"arg{i}")
     return _unique(names)
+
+
+def _forwarded_names(main, funcs: dict) -> dict:
+    """Entry argument -> the location name of the callee argument it is passed to as is (jax.export with
+    symbolic shapes names its arguments on `@_wrapped_jax_export_main`, not on `@main`)."""
+    from jaxlib.mlir import ir
+    out = {}
+    for op in main.regions[0].blocks[0].operations:
+        fn = funcs.get(callee(op)) if op.operation.name == "func.call" else None
+        if fn is None:
+            continue
+        for operand, param in zip(op.operands, fn.regions[0].blocks[0].arguments):
+            name = M.loc_name(param.location)
+            if isinstance(operand, ir.BlockArgument) and name and operand not in out:
+                out[operand] = name
+    return out
 
 
 def _export_paths(exported) -> list[str] | None:
