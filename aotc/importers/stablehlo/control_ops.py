@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from aotc.importers.stablehlo.importer import register
 from aotc.importers.stablehlo.ops import bcast
+from aotc.ir import dims as D
 from aotc.ir import dtypes
 
 MAX_TRIPS = 1024
@@ -28,7 +29,11 @@ def _while(cx, ins):
     carried = list(ins)
     for trip in range(MAX_TRIPS + 1):
         (pred,) = cx.run_region(cond, carried)
-        p = cx.static(pred)
+        try:
+            p = cx.static(pred)
+        except D.DynamicDecisionError as e:
+            raise cx.fail(f"the loop's trip count depends on dynamic dims ({e}); aotc unrolls loops whose trip "
+                          "count is known at compile time") from None
         if p is None:
             raise cx.fail("the loop condition depends on input values; aotc unrolls loops whose trip count "
                           "is known at import time (fori_loop with static bounds, scan)")

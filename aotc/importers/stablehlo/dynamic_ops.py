@@ -1,11 +1,13 @@
-"""StableHLO's dynamism ops, accepted when their shapes are static after all.
+"""StableHLO's dynamism ops: shapes given as operands, evaluated at import time (sizes may be symbolic dims).
 
-dynamic_reshape / dynamic_broadcast_in_dim / dynamic_iota carry the result
-shape as an operand; when the result TYPE is static (the pre-scan rejects
-dynamic types) that operand says nothing new, so they are their static
-counterparts. dynamic_pad / dynamic_conv / dynamic_gather take paddings or
-slice sizes as operands: those must be computable at import time (constants,
-or arithmetic on constants), because aotc's shapes are static.
+dynamic_reshape / dynamic_broadcast_in_dim / dynamic_iota / real_dynamic_slice
+carry the result shape (or slice bounds) as tensors. jax.export computes them
+from the symbolic dims (`get_dimension_size`, then i32 arithmetic and
+concatenation); `cx.static` evaluates that arithmetic now, with DimExprs for
+the dynamic dims (aotc/ir/dims.py), so each op becomes its static counterpart
+on a shape that may name dynamic dims. dynamic_pad / dynamic_conv /
+dynamic_gather take paddings or slice sizes the same way. A shape that depends
+on tensor data (not just dims) is refused.
 """
 from __future__ import annotations
 
@@ -14,28 +16,53 @@ import numpy as np
 from aotc.importers.stablehlo import mlir as M
 from aotc.importers.stablehlo.importer import register
 from aotc.importers.stablehlo.index_ops import _gather
-from aotc.importers.stablehlo.nn_ops import _convolution
-from aotc.importers.stablehlo.ops import _iota, bcast, pad, reshape
+from aotc.importers.stablehlo.nn_ops import _convolution, _simple_kinds, window_reduce
+from aotc.importers.stablehlo.ops import CUSTOM_CALLS, bcast, pad, reshape
+from aotc.ir import dims as D
+
+
+def _sizes(cx, v, what: str) -> list:
+    """The elements of a shape/index operand: ints and DimExprs."""
+    s = cx.static(v)
+    if s is None:
+        raise cx.fail(f"{what} must be computable at import time from constants and the dims "
+                      "(it depends on tensor data)")
+    return [D.as_dim(x.item() if isinstance(x, np.generic) else x) for x in np.asarray(s).reshape(-1)]
 
 
 def _static_ints(cx, v, what: str) -> list[int]:
-    s = cx.static(v)
-    if s is None:
-        raise cx.fail(f"{what} must be computable at import time (aotc shapes are static)")
-    return [int(x) for x in np.asarray(s).reshape(-1)]
+    out = _sizes(cx, v, what)
+    if not all(D.is_static(x) for x in out):
+        raise cx.fail(f"{what} must not depend on the dynamic dims")
+    return out
 
 
 @register("stablehlo.dynamic_reshape")
 def _dynamic_reshape(cx, ins):
-    return reshape(cx, ins[0], cx.out_type()[0])
+    return reshape(cx, ins[0], cx.out_shape(0, _sizes(cx, ins[1], "output_shape")))
 
 
 @register("stablehlo.dynamic_broadcast_in_dim")
 def _dynamic_broadcast_in_dim(cx, ins):
-    return bcast(cx, ins[0], cx.out_type()[0], M.ints(cx.op, "broadcast_dimensions"))
+    shape = cx.out_shape(0, _sizes(cx, ins[1], "output_dimensions"))
+    return bcast(cx, ins[0], shape, M.ints(cx.op, "broadcast_dimensions"))
 
 
-register("stablehlo.dynamic_iota")(_iota)        # the output_shape operand is static: the result type has it
+@register("stablehlo.dynamic_iota")
+def _dynamic_iota(cx, ins):
+    shape = cx.out_shape(0, _sizes(cx, ins[0], "output_shape"))
+    return cx.add("iota", shape=shape, dimension=M.scalar(cx.op, "iota_dimension"), dtype=cx.out_dtype().name)
+
+
+@register("stablehlo.real_dynamic_slice")
+def _real_dynamic_slice(cx, ins):
+    x = ins[0]
+    start, limit, stride = (_sizes(cx, v, w) for v, w in zip(ins[1:], ("start_indices", "limit_indices", "strides")))
+    if not all(D.is_static(s) and s >= 1 for s in stride):
+        raise cx.fail(f"strides {stride} must be positive constants")
+    start = [D.dmin(D.dmax(s, 0), n) for s, n in zip(start, x.shape)]
+    limit = [D.dmin(D.dmax(e, s), n) for s, e, n in zip(start, limit, x.shape)]
+    return cx.add("slice", x, start=tuple(start), limit=tuple(limit), stride=tuple(stride))
 
 
 @register("stablehlo.dynamic_pad")
@@ -47,7 +74,26 @@ def _dynamic_pad(cx, ins):
 
 @register("stablehlo.dynamic_gather")
 def _dynamic_gather(cx, ins):
-    return _gather(cx, ins, sizes=tuple(_static_ints(cx, ins[2], "slice_sizes")))
+    sizes = tuple(_sizes(cx, ins[2], "slice_sizes"))
+    return _one_window(cx, ins[0], ins[1], sizes) or _gather(cx, ins, sizes=sizes)
+
+
+def _one_window(cx, x, idx, sizes):
+    """A gather of one window at a constant start (`x[:, 1:]` on a dynamic dim): a slice, or None."""
+    from aotc.importers.stablehlo.index_ops import _gather_dims
+    dn = _gather_dims(cx.op)
+    start = cx.static(idx)
+    if start is None or idx.type.rank != 1 or dn.index_vector_dim != 0 or list(dn.operand_batching_dims):
+        return None
+    begin = [0] * x.type.rank
+    for j, d in enumerate(dn.start_index_map):    # clamped into the operand, as StableHLO does
+        begin[d] = D.dmin(D.dmax(D.as_dim(np.asarray(start).reshape(-1)[j]), 0), x.shape[d] - sizes[d])
+    if not all(D.is_static(b) for b in begin):    # a start that moves with the dims (x[:, -1:]) stays a
+        return None                               # gather: a slice there would be a buffer offset per shape
+    y = cx.add("slice", x, start=tuple(begin), limit=tuple(b + n for b, n in zip(begin, sizes)),
+               stride=(1,) * x.type.rank)
+    kept = [n for d, n in enumerate(sizes) if d not in set(dn.collapsed_slice_dims)]
+    return reshape(cx, y, tuple(kept))
 
 
 def _dynamic_conv_check(op):
@@ -64,3 +110,24 @@ def _dynamic_conv_check(op):
 def _dynamic_conv(cx, ins):
     p = _static_ints(cx, ins[2], "padding")
     return _convolution(cx, ins[:2], pads=[(p[i], p[i + 1]) for i in range(0, len(p), 2)])
+
+
+def _dynamic_reduce_window(cx, ins):
+    """jax's `stablehlo.dynamic_reduce_window` custom call (reduce_window whose window depends on dims):
+    operands input, init, window dims, strides, base and window dilations, padding; the body is a function."""
+    if len(ins) != 7 or len(cx.op.results) != 1:
+        raise cx.fail("dynamic_reduce_window with several inputs is not supported")
+    x, init = ins[:2]
+    win, strides, base, dil = (_sizes(cx, v, w) for v, w in zip(ins[2:6], ("window_dimensions", "window_strides",
+                                                                     "base_dilations", "window_dilations")))
+    pads = _sizes(cx, ins[6], "padding")
+    body = cx.funcs[str(cx.op.attributes["called_computations"][0]).lstrip("@").strip('"')]
+    kinds = _simple_kinds(cx.op, body.regions[0].blocks[0])
+    if kinds is None or kinds[0] not in ("sum", "max", "min") or any(not D.is_static(d) or d != 1 for d in base):
+        raise cx.fail("dynamic_reduce_window: supported bodies are add, maximum, minimum, without base dilation")
+    if not all(D.is_static(v) for v in strides + dil):
+        raise cx.fail("dynamic_reduce_window: strides and dilations must not depend on the dims")
+    return window_reduce(cx, x, init, kinds[0], win, strides, list(zip(pads[0::2], pads[1::2])), dil)
+
+
+CUSTOM_CALLS["stablehlo.dynamic_reduce_window"] = _dynamic_reduce_window

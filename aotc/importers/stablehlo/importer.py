@@ -16,6 +16,13 @@ support.py) lists what is supported. Input names
 come from the argument locations jax writes (`x`, `params['w']` -> `params.w`),
 output names from `jax.result_info`; otherwise arg0.. / out0...
 
+Dynamic (`?`) dims of the entry arguments are symbolic dims (aotc/ir/dims.py)
+named by symbolic_dims.py, with the ranges the caller passes as `dynamic`;
+conversion runs inside those ranges, so converters compute result shapes as
+dim expressions (a `?` in a result type is filled in by the converter:
+`cx.out_shape`), jax's shape assertions are decided at compile time, and
+shape tensors evaluate at import time with dims in them (size_values.py).
+
 To support a new op, add a converter with `@register("dialect.op")` in one of
 the *_ops.py modules (and a `check` if some attribute values are not
 supported, so the pre-scan can report them).
@@ -30,10 +37,14 @@ from typing import Callable
 
 import numpy as np
 
-from aotc.errors import ModelError, UnsupportedError, VerifyError
+from aotc.errors import AotcError, ModelError, UnsupportedError, VerifyError
+from aotc.importers.dynamic import resolve_ranges
 from aotc.importers.registry import ConverterTable
 from aotc.importers.stablehlo import mlir as M
+from aotc.importers.stablehlo.symbolic_dims import assertion_error, data_arguments, input_shapes, platform_index
 from aotc.importers.static_values import StaticValues
+from aotc.ir import dtypes
+from aotc.ir.dims import DynamicDecisionError, dim_ranges
 from aotc.ir.dtypes import DType
 from aotc.ir.graph import Graph, GraphBuilder, Value
 
@@ -41,6 +52,7 @@ TABLE = ConverterTable()   # converters are `fn(cx, ins) -> Value | list[Value]`
 CONVERTERS: dict[str, Callable] = TABLE.converters
 CHECKS: dict[str, Callable] = TABLE.checks
 register = TABLE.register
+UNSUPPORTED: dict[str, str] = {}   # op name -> why aotc cannot import it (filled by the *_ops modules)
 CONTROL_FLOW = ("stablehlo.while", "stablehlo.case", "stablehlo.if")
 _CALLS = ("func.call", "stablehlo.composite")
 _RETURNS = ("func.return", "stablehlo.return")
@@ -48,13 +60,18 @@ _RETURNS = ("func.return", "stablehlo.return")
 
 def load_converters():
     """Import every converter module (each registers its ops on import)."""
-    from aotc.importers.stablehlo import (control_ops, dynamic_ops, index_ops,  # noqa: F401
-                                          math_ops, nn_ops, ops, scatter_ops,
-                                          sort_ops)
+    from aotc.importers.stablehlo import (chlo_ops, control_ops, dynamic_ops,  # noqa: F401
+                                          index_ops, math_ops, nn_ops, ops,
+                                          scatter_ops, sort_ops, special_ops)
 
 
-def import_stablehlo(model: str | bytes | os.PathLike) -> Graph:
-    """Convert a StableHLO program (path or bytes, any of the accepted forms) to a Graph."""
+def import_stablehlo(model, dynamic: dict | None = None) -> Graph:
+    """Convert a StableHLO program (path, bytes, text, or a jax.export.Exported) to a Graph.
+
+    `?` dims of the entry function's arguments become dynamic dims (symbolic_dims.py names
+    them: as in jax.export's symbolic shapes where the program says, else `<input>_dim<i>`);
+    `dynamic` gives each its range (name -> (min, max[, divisor])).
+    """
     load_converters()
     from jaxlib.mlir import ir
     data, name = _read(model)
@@ -65,13 +82,15 @@ def import_stablehlo(model: str | bytes | os.PathLike) -> Graph:
                  if op.operation.name == "func.func"}
         main = _entry(funcs)
         _prescan(main, funcs)
-        return _convert(main, funcs, exported, name)
+        return _convert(main, funcs, exported, name, dynamic or {})
 
 
 def _read(model) -> tuple[bytes, str]:
+    if hasattr(model, "in_avals") and hasattr(model, "serialize"):     # a jax.export.Exported
+        return bytes(model.serialize()), re.sub(r"\W", "_", str(getattr(model, "fun_name", "main"))) or "main"
     if isinstance(model, (bytes, bytearray, memoryview)):
         return bytes(model), "main"
-    if isinstance(model, str) and not os.path.exists(model) and model.lstrip().startswith(("module", "func.func")):
+    if isinstance(model, str) and M.is_text(model[:64].encode()) and (len(model) > 4096 or not os.path.exists(model)):
         return model.encode(), "main"
     p = Path(model)
     if not p.exists():
@@ -130,7 +149,7 @@ def _prescan(main, funcs: dict):
                 continue
             reason = None
             if name not in CONVERTERS:
-                reason = "no converter for this op"
+                reason = UNSUPPORTED.get(name, "no converter for this op")
             else:
                 bad = [M.type_problem(v.type) for v in list(op.operands) + list(op.results)]
                 bad = [b for b in bad if b]
@@ -165,6 +184,7 @@ class Ctx:
         self.env: dict = {}
         self.depth = 0
         self._values = StaticValues(b)
+        self.failed_assertions: list = []     # jax shape assertions the ranges break (symbolic_dims.py)
 
     def run_region(self, region, args: list[Value]) -> list[Value]:
         """Convert a control-flow region's block (it sees the enclosing values); its returned Values."""
@@ -182,7 +202,22 @@ class Ctx:
         return UnsupportedError(f"{where(self.op)}: {reason}")
 
     def out_type(self, i: int = 0) -> tuple[tuple[int, ...], DType]:
-        return M.tensor_type(self.op.results[i].type, f"result {i}")
+        """Result i's static shape and dtype; a dynamic (`?`) dim needs the converter's own rule (out_shape)."""
+        shape, dt = M.tensor_type(self.op.results[i].type, f"result {i}")
+        if None in shape:
+            raise self.fail(f"result {i} has dynamic dims ({self.op.results[i].type}) that aotc cannot infer "
+                            "for this op")
+        return shape, dt
+
+    def out_dtype(self, i: int = 0) -> DType:
+        return M.tensor_type(self.op.results[i].type, f"result {i}")[1]
+
+    def out_shape(self, i: int, derived) -> tuple:
+        """Result i's shape: the type's static dims, `derived`'s (ints or DimExprs) where the type says `?`."""
+        shape, _ = M.tensor_type(self.op.results[i].type, f"result {i}")
+        if len(derived) != len(shape):
+            raise self.fail(f"result {i} has rank {len(shape)} but its shape operand has {len(derived)} dims")
+        return tuple(d if s is None else s for s, d in zip(shape, derived))
 
     def add(self, op: str, *inputs: Value, **attrs) -> Value:
         return self.b.add(op, *inputs, name=self.name.split(".")[-1], **attrs)
@@ -198,17 +233,32 @@ class Ctx:
         return self._values.evaluate(v)[0]
 
 
-def _convert(main, funcs: dict, exported, name: str) -> Graph:
+def _convert(main, funcs: dict, exported, name: str, dynamic: dict) -> Graph:
     b = GraphBuilder(name)
     blk = main.regions[0].blocks[0]
-    in_names = _input_names(blk.arguments, exported)
-    args = []
-    for a, n in zip(blk.arguments, in_names):
-        shape, dt = M.tensor_type(a.type, f"argument {n}")
-        args.append(b.input(n, shape, dt))
+    data = data_arguments(main)
+    in_names = _input_names([blk.arguments[i] for i in data], exported)
+    shapes = input_shapes(main, funcs, exported, in_names, data)
+    ranges = resolve_ranges({n: [d if isinstance(d, int) else repr(d) for d in s] for n, s in zip(in_names, shapes)},
+                            dynamic)
+    inputs = {i: b.input(n, shape, M.tensor_type(blk.arguments[i].type, f"argument {n}")[1])
+              for i, n, shape in zip(data, in_names, shapes)}
     cx = Ctx(b, funcs)
-    outs = _run_block(cx, main.regions[0].blocks[0], args, {}, 0, f"@{_sym(main)}")
-    return b.build(outs, _output_names(main, len(outs)))
+    # jax's other entry arguments (a multi-platform export's `_platform_index`) are constants here
+    args = [inputs[i] if i in inputs else cx.scalar(platform_index(exported), dtypes.i32)
+            for i in range(len(blk.arguments))]
+    with dim_ranges(ranges):     # decisions on dynamic dims (and shape assertions) consult them
+        try:
+            outs = _run_block(cx, main.regions[0].blocks[0], args, {}, 0, f"@{_sym(main)}")
+        except AotcError:
+            if cx.failed_assertions:       # the broken assertion is the cause: later shapes assumed it
+                raise assertion_error(cx.failed_assertions) from None
+            raise
+    if cx.failed_assertions:
+        raise assertion_error(cx.failed_assertions)
+    graph = b.build(outs, _output_names(main, len(outs)))
+    graph.dims = ranges
+    return graph
 
 
 def _run_block(cx: Ctx, blk, args: list[Value], outer: dict, depth: int, owner: str) -> list[Value]:
@@ -228,13 +278,17 @@ def _run_block(cx: Ctx, blk, args: list[Value], outer: dict, depth: int, owner: 
             outs = _run_block(cx, fn.regions[0].blocks[0], ins, {}, depth + 1, f"@{_sym(fn)}")
         else:
             cx.op, cx.env, cx.depth = op, env, depth
-            outs = CONVERTERS[name](cx, ins)
+            try:
+                outs = CONVERTERS[name](cx, ins)
+            except DynamicDecisionError as e:    # a size the converter needs is known only at run time
+                raise UnsupportedError(f"{where(op)}: {e}") from None
             outs = [outs] if isinstance(outs, Value) else list(outs)
         if len(outs) != len(op.results):
             raise VerifyError(f"{where(op)}: converter gave {len(outs)} results for {len(op.results)} (importer bug)")
         for i, (r, v) in enumerate(zip(op.results, outs)):
             shape, dt = M.tensor_type(r.type, f"result {i}")
-            if v.shape != shape or v.dtype != dt:
+            if len(v.shape) != len(shape) or any(s is not None and s != d for s, d in zip(shape, v.shape)) \
+                    or v.dtype != dt:
                 raise VerifyError(f"{where(op)}: result {i} converted to {v.type}, StableHLO says "
                                   f"{dt.name}{list(shape)} (importer bug)")
             env[r] = v

@@ -20,8 +20,10 @@ import numpy as np
 
 from aotc.importers.stablehlo import mlir as M
 from aotc.importers.stablehlo.importer import register
-from aotc.importers.stablehlo.ops import bcast, convert, reshape, slice_dim, transpose
+from aotc.importers.stablehlo.ops import bcast, convert, reshape, size_scalar, slice_dim, transpose
+from aotc.ir import dims as D
 from aotc.ir import dtypes
+from aotc.ir.graph import Value
 
 
 def _gather_dims(op):
@@ -29,9 +31,9 @@ def _gather_dims(op):
     return stablehlo.GatherDimensionNumbers(op.attributes["dimension_numbers"])
 
 
-def _clamp(cx, i, lo: int, hi: int):
-    """clamp(lo, i, hi) elementwise on an index tensor."""
-    c = lambda x: bcast(cx, cx.scalar(x, i.dtype), i.shape, ())  # noqa: E731
+def _clamp(cx, i, lo, hi):
+    """clamp(lo, i, hi) elementwise on an index tensor (bounds may be dynamic sizes)."""
+    c = lambda x: bcast(cx, size_scalar(cx, x, i.dtype), i.shape, ())  # noqa: E731
     return cx.add("clamp", c(lo), i, c(hi))
 
 
@@ -51,8 +53,8 @@ def _gather(cx, ins, sizes=None):
     idx = transpose(cx, idx, [d for d in range(idx.type.rank) if d != ivd] + [ivd])
     batch = idx.shape[:-1]
     n = [x.shape[k] for k in K]
-    total = int(np.prod(n))
-    it = dtypes.i64 if total >= 2**31 else idx.dtype
+    total = D.prod(n)
+    it = dtypes.i64 if D.upper(total) >= 2**31 else idx.dtype
     comps = [reshape(cx, slice_dim(cx, idx, idx.type.rank - 1, j, j + 1), batch)
              for j in range(len(dn.start_index_map))]
     for bi in dn.start_indices_batching_dims:
@@ -60,16 +62,18 @@ def _gather(cx, ins, sizes=None):
     lin = None
     for j, (k, comp) in enumerate(zip(K, comps)):
         comp = _clamp(cx, convert(cx, comp, it), 0, x.shape[k] - sizes[k])
-        stride = int(np.prod(n[j + 1:]))
-        if stride != 1:
-            comp = cx.add("mul", comp, bcast(cx, cx.scalar(stride, it), batch, ()))
+        stride = D.prod(n[j + 1:])
+        if not (D.is_static(stride) and stride == 1):
+            comp = cx.add("mul", comp, bcast(cx, size_scalar(cx, stride, it), batch, ()))
         lin = comp if lin is None else cx.add("add", lin, comp)
     wide = [j for j, k in enumerate(K) if sizes[k] != 1]   # indexed dims that slice a window
     if wide:   # every start expands to start + stride * arange(size) along one new trailing dim each
         shape = batch + tuple(sizes[K[j]] for j in wide)
         lin = bcast(cx, lin, shape, tuple(range(len(batch))))
         for w, j in enumerate(wide):
-            step = np.arange(sizes[K[j]], dtype=it.np) * int(np.prod(n[j + 1:]))
+            if not D.is_static(sizes[K[j]]) or not D.is_static(D.prod(n[j + 1:])):
+                raise cx.fail("a gather window of dynamic size along an indexed dim is not supported")
+            step = np.arange(sizes[K[j]], dtype=it.np) * D.prod(n[j + 1:])
             lin = cx.add("add", lin, bcast(cx, cx.const(step, it), shape, (len(batch) + w,)))
     rest = [d for d in range(x.type.rank) if d not in K]
     y = transpose(cx, x, K + rest)
@@ -95,11 +99,12 @@ def _gather(cx, ins, sizes=None):
 
 # ----------------------------------------------------------------- dynamic slices
 
-def _start(cx, v, n: int, size: int):
-    """A start index clamped to [0, n - size]: an int if known now, else a scalar Value."""
+def _start(cx, v, n, size):
+    """A start index clamped to [0, n - size]: a size (int or DimExpr) if known now, else a scalar Value."""
     s = cx.static(v)
     if s is not None:
-        return int(min(max(int(s), 0), n - size))
+        s = D.as_dim(np.asarray(s).reshape(()).item())
+        return D.dmin(D.dmax(s, 0), n - size)
     return _clamp(cx, v, 0, n - size)
 
 
@@ -109,7 +114,9 @@ def _dynamic_slice(cx, ins):
     sizes = M.ints(cx.op, "slice_sizes")
     for d, (v, size) in enumerate(zip(starts, sizes)):
         s = _start(cx, v, x.shape[d], size)
-        if isinstance(s, int):
+        if not isinstance(s, Value) and not D.is_static(s):   # a start that is a dim expression: a
+            s = size_scalar(cx, s, dtypes.i32)                 # run-time value (the IR's slice bounds stay
+        if not isinstance(s, Value):                           # decidable over the ranges)
             x = slice_dim(cx, x, d, s, s + size)
         elif size != x.shape[d]:
             io = cx.add("iota", shape=(size,), dimension=0, dtype=s.dtype.name)

@@ -110,16 +110,14 @@ def _unwrap_jax_export(data: bytes):
 # ----------------------------------------------------------------- types
 
 def tensor_type(t, what: str):
-    """(shape, DType) of a ranked static tensor type; UnsupportedError otherwise."""
+    """(shape, DType) of a ranked tensor type, None for each dynamic (`?`) dim; UnsupportedError otherwise."""
     from jaxlib.mlir import ir
     if not isinstance(t, ir.RankedTensorType):
         raise UnsupportedError(f"{what} has type {t} (only ranked tensors are supported)")
-    if not t.has_static_shape:
-        raise UnsupportedError(f"{what} has dynamic shape {t} (aotc needs static shapes)")
     et = str(t.element_type)
     if et not in ELEMENT_TYPES:
         raise UnsupportedError(f"{what} has element type {et} (supported: {', '.join(ELEMENT_TYPES)})")
-    return tuple(int(d) for d in t.shape), ELEMENT_TYPES[et]
+    return tuple(None if t.is_dynamic_dim(i) else int(d) for i, d in enumerate(t.shape)), ELEMENT_TYPES[et]
 
 
 def type_problem(t) -> str | None:

@@ -19,6 +19,7 @@ import numpy as np
 from aotc.importers.stablehlo import mlir as M
 from aotc.importers.stablehlo.importer import register
 from aotc.importers.stablehlo.ops import bcast, convert, dilate, pad, reverse, transpose
+from aotc.ir import dims as D
 from aotc.ir import dtypes
 
 _KINDS = {"stablehlo.add": "sum", "stablehlo.multiply": "prod", "stablehlo.maximum": "max",
@@ -30,11 +31,11 @@ def _body(op, i=0):
     return list(op.regions[i].blocks[0].operations)
 
 
-def _simple_kinds(op) -> list[str] | None:
-    """Per input, the reduction kind if the body is independent binary ops of the block args."""
-    blk = op.regions[0].blocks[0]
+def _simple_kinds(op, blk=None) -> list[str] | None:
+    """Per input, the reduction kind if the body (op's region, or `blk`) is independent binary ops of its args."""
+    blk = op.regions[0].blocks[0] if blk is None else blk
     args = list(blk.arguments)
-    ops = _body(op)
+    ops = list(blk.operations)
     n = len(args) // 2
     ret = ops[-1]
     if len(list(ret.operands)) != n:
@@ -145,16 +146,23 @@ def _window_check(op):
 @register("stablehlo.reduce_window", check=_window_check)
 def _reduce_window(cx, ins):
     x, init = ins
-    kind = _simple_kinds(cx.op)[0]
     r = x.type.rank
-    win = M.ints(cx.op, "window_dimensions")
     pads = M.int_matrix(cx.op, "padding")
     pads = [(0, 0)] * r if pads is None else [(int(a), int(b)) for a, b in pads]
-    if any(a < 0 or b < 0 for a, b in pads):   # negative padding crops the input first
-        x = pad(cx, x, init, [min(0, a) for a, _ in pads], [min(0, b) for _, b in pads])
-        pads = [(max(0, a), max(0, b)) for a, b in pads]
-    attrs = dict(window=win, strides=M.ints(cx.op, "window_strides", (1,) * r), padding=tuple(pads),
-                 dilations=M.ints(cx.op, "window_dilations", (1,) * r))
+    return window_reduce(cx, x, init, _simple_kinds(cx.op)[0], M.ints(cx.op, "window_dimensions"),
+                         M.ints(cx.op, "window_strides", (1,) * r), pads, M.ints(cx.op, "window_dilations", (1,) * r))
+
+
+def window_reduce(cx, x, init, kind: str, win, strides, pads, dilations):
+    """reduce_window of one input; window sizes and paddings may be dims (jax's cumsum over a dynamic axis)."""
+    def negative(p):
+        return D.is_static(p) and p < 0
+
+    if any(negative(a) or negative(b) for a, b in pads):   # negative padding crops the input first
+        x = pad(cx, x, init, [a if negative(a) else 0 for a, _ in pads], [b if negative(b) else 0 for _, b in pads])
+        pads = [(0 if negative(a) else a, 0 if negative(b) else b) for a, b in pads]
+    attrs = dict(window=tuple(win), strides=tuple(strides), padding=tuple(tuple(p) for p in pads),
+                 dilations=tuple(dilations))
     if kind == "min":
         y = cx.add("neg", cx.add("reduce_window", cx.add("neg", x), kind="max", **attrs))
     else:
@@ -162,7 +170,7 @@ def _reduce_window(cx, ins):
     s = cx.static(init)
     if s is not None and float(s) == float(identity(kind, x.dtype)):
         return y
-    if kind == "sum" and any(a or b for a, b in pads):
+    if kind == "sum" and any(not (D.is_static(a) and D.is_static(b) and a == b == 0) for a, b in pads):
         raise cx.fail("window sum with a non-zero init value and padding")
     return cx.add(_COMBINE[kind], y, bcast(cx, init, y.shape, ()))
 
@@ -187,7 +195,7 @@ def _compute_operands(cx, a, b, out_dt):
 def _dot_general(cx, ins):
     from jaxlib.mlir.dialects import stablehlo
     dn = stablehlo.DotDimensionNumbers(cx.op.attributes["dot_dimension_numbers"])
-    out_dt = cx.out_type()[1]
+    out_dt = cx.out_dtype()
     a, b = _compute_operands(cx, ins[0], ins[1], out_dt)
     y = cx.add("dot_general", a, b, lhs_batch=tuple(dn.lhs_batching_dimensions),
                rhs_batch=tuple(dn.rhs_batching_dimensions), lhs_contract=tuple(dn.lhs_contracting_dimensions),
@@ -197,10 +205,10 @@ def _dot_general(cx, ins):
 
 @register("stablehlo.dot", check=_float_operands)
 def _dot(cx, ins):
-    a, b = _compute_operands(cx, ins[0], ins[1], cx.out_type()[1])
+    a, b = _compute_operands(cx, ins[0], ins[1], cx.out_dtype())
     y = cx.add("dot_general", a, b, lhs_batch=(), rhs_batch=(), lhs_contract=(a.type.rank - 1,),
                rhs_contract=(0,))
-    return convert(cx, y, cx.out_type()[1])
+    return convert(cx, y, cx.out_dtype())
 
 
 def _conv_check(op):
@@ -217,7 +225,7 @@ def _convolution(cx, ins, pads=None):
     from jaxlib.mlir.dialects import stablehlo
     op = cx.op
     dn = stablehlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
-    out_dt = cx.out_type()[1]
+    out_dt = cx.out_dtype()
     x, w = _compute_operands(cx, ins[0], ins[1], out_dt)
     isp, ksp, osp = (list(dn.input_spatial_dimensions), list(dn.kernel_spatial_dimensions),
                      list(dn.output_spatial_dimensions))

@@ -6,7 +6,10 @@ chlo.erfc is 1 - erf, sinh/cosh/asinh/acosh/atanh go through exp/log, pad with
 interior or negative padding becomes reshape/pad/slice, reverse is a gather
 with constant indices. Helpers shared with the other converter modules are
 here too (broadcast, interior padding); decompositions use the importers' `Ex`
-(aotc/importers/expr.py).
+(aotc/importers/expr.py). In a program with dynamic dims, get_dimension_size
+of one is a `dim_values` node (a size known at run time), a `?` result dim of
+broadcast/reshape comes from the operand, and custom calls dispatch to jax's
+shape_assertion (symbolic_dims.py) or to CUSTOM_CALLS (dynamic_ops.py).
 """
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ import numpy as np
 from aotc.importers.expr import Ex
 from aotc.importers.stablehlo import mlir as M
 from aotc.importers.stablehlo.importer import register
+from aotc.importers.stablehlo.symbolic_dims import check_assertion
+from aotc.ir import dims as D
 from aotc.ir import dtypes
 from aotc.ir.graph import Value
 from aotc.ir.ops import bitcast_problem
@@ -33,6 +38,13 @@ def bcast(cx, v: Value, shape, dims=None) -> Value:
     if v.shape == shape and dims == tuple(range(len(shape))):
         return v
     return cx.add("broadcast_in_dim", v, shape=shape, broadcast_dimensions=dims)
+
+
+def size_scalar(cx, d, dt) -> Value:
+    """A scalar of dtype `dt` holding the size `d`: a constant, or computed at run time for a dynamic dim."""
+    if D.is_static(d):
+        return cx.scalar(d, dt)
+    return convert(cx, reshape(cx, cx.add("dim_values", values=(d,), dtype="i64"), ()), dt)
 
 
 def full(cx, x, like: Value) -> Value:
@@ -261,7 +273,7 @@ def _clamp(cx, ins):
 
 @register("stablehlo.convert")
 def _convert(cx, ins):
-    return convert(cx, ins[0], cx.out_type()[1])
+    return convert(cx, ins[0], cx.out_dtype())
 
 
 def _bitcast_check(op):
@@ -275,7 +287,7 @@ def _bitcast_check(op):
 
 @register("stablehlo.bitcast_convert", check=_bitcast_check)
 def _bitcast(cx, ins):
-    dt = cx.out_type()[1]
+    dt = cx.out_dtype()
     return ins[0] if ins[0].dtype == dt else cx.add("bitcast_convert", ins[0], dtype=dt.name)
 
 
@@ -310,23 +322,44 @@ def _iota(cx, ins):
 
 @register("stablehlo.get_dimension_size")
 def _dim_size(cx, ins):
-    return cx.scalar(ins[0].shape[M.scalar(cx.op, "dimension")], dtypes.i32)
+    d = ins[0].shape[M.scalar(cx.op, "dimension")]
+    if D.is_static(d):
+        return cx.scalar(d, dtypes.i32)
+    return reshape(cx, cx.add("dim_values", values=(d,), dtype="i32"), ())   # known at run time
+
+
+def broadcast_shape(cx, v: Value, dims) -> tuple:
+    """The result shape of broadcasting `v` along `dims`, a dynamic (`?`) result dim taken from its operand dim."""
+    derived = [None] * len(M.tensor_type(cx.op.results[0].type, "result")[0])
+    for i, d in enumerate(dims):
+        if not (D.is_static(v.shape[i]) and v.shape[i] == 1):
+            derived[d] = v.shape[i]
+    shape = cx.out_shape(0, derived)
+    if None in shape:
+        raise cx.fail(f"a dynamic result dim of {cx.op.results[0].type} is not an operand dim")
+    return shape
 
 
 @register("stablehlo.broadcast_in_dim")
 def _broadcast_in_dim(cx, ins):
-    return bcast(cx, ins[0], cx.out_type()[0], M.ints(cx.op, "broadcast_dimensions"))
+    dims = M.ints(cx.op, "broadcast_dimensions")
+    return bcast(cx, ins[0], broadcast_shape(cx, ins[0], dims), dims)
 
 
 @register("stablehlo.broadcast")
 def _broadcast(cx, ins):
-    shape = cx.out_type()[0]
-    return bcast(cx, ins[0], shape, tuple(range(len(shape) - ins[0].type.rank, len(shape))))
+    rank = len(M.tensor_type(cx.op.results[0].type, "result")[0])
+    dims = tuple(range(rank - ins[0].type.rank, rank))
+    return bcast(cx, ins[0], broadcast_shape(cx, ins[0], dims), dims)
 
 
 @register("stablehlo.reshape")
 def _reshape(cx, ins):
-    return reshape(cx, ins[0], cx.out_type()[0])
+    shape, _ = M.tensor_type(cx.op.results[0].type, "result")
+    if shape.count(None) == 1:    # the one dynamic dim is what the static ones leave
+        known = D.prod(d for d in shape if d is not None)
+        shape = cx.out_shape(0, [D.floordiv(ins[0].type.size, known) if d is None else d for d in shape])
+    return reshape(cx, ins[0], shape if None not in shape else cx.out_type()[0])
 
 
 @register("stablehlo.transpose")
@@ -368,13 +401,31 @@ _IDENTITY_CALLS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "
                    "mhlo.sharding")
 
 
+def _target(op) -> str:
+    return str(op.attributes["call_target_name"]).strip('"')
+
+
+CUSTOM_CALLS: dict = {}     # target -> converter, for the targets other modules implement
+
+
 def _custom_call_check(op):
-    target = str(op.attributes["call_target_name"]).strip('"')
+    target = _target(op)
     if target in _IDENTITY_CALLS and len(op.operands) == len(op.results) == 1:
         return None
-    return f"custom_call target '{target}' is not a known pattern (known: {', '.join(_IDENTITY_CALLS)})"
+    if target == "shape_assertion" and not op.results or target in CUSTOM_CALLS:
+        return None
+    known = ", ".join([*_IDENTITY_CALLS, "shape_assertion", *CUSTOM_CALLS])
+    return f"custom_call target '{target}' is not a known pattern (known: {known})"
 
 
 @register("stablehlo.custom_call", check=_custom_call_check)
 def _custom_call(cx, ins):
+    target = _target(cx.op)
+    if target == "shape_assertion":     # jax.export's checks on symbolic dims: decided now
+        failed = check_assertion(cx, ins)
+        if failed:
+            cx.failed_assertions.append(failed)   # reported together once the program is read
+        return []
+    if target in CUSTOM_CALLS:
+        return CUSTOM_CALLS[target](cx, ins)
     return ins[0]

@@ -32,7 +32,8 @@ import numpy as np
 from aotc.importers.stablehlo import mlir as M
 from aotc.importers.stablehlo.importer import register
 from aotc.importers.stablehlo.nn_ops import identity
-from aotc.importers.stablehlo.ops import bcast, convert, pad, reshape, slice_dim, transpose
+from aotc.importers.stablehlo.ops import bcast, convert, pad, reshape, size_scalar, slice_dim, transpose
+from aotc.ir import dims as D
 from aotc.ir import dtypes
 
 _KINDS = {"stablehlo.add": "sum", "stablehlo.multiply": "prod", "stablehlo.maximum": "max",
@@ -105,12 +106,12 @@ class _Geometry:
         self.rows = rows
         K = S + tuple(w[d] for d in partial)
         self.keys_shape = K
-        R = int(np.prod([x.shape[d] for d in rows]))
-        wide = idx.dtype == dtypes.i64 or max(R, int(np.prod(K))) >= 2**31   # i64 indices must not wrap
+        R = D.prod([x.shape[d] for d in rows])
+        wide = idx.dtype == dtypes.i64 or max(D.upper(R), D.upper(D.prod(K))) >= 2**31   # i64 must not wrap
         self.it = dtypes.i64 if wide else dtypes.i32
         it = self.it
         starts, valid = self._starts(cx, idx, ivd, s2o, obd, sibd, S, x.shape, w)
-        strides = {d: int(np.prod([x.shape[e] for e in rows[i + 1:]])) for i, d in enumerate(rows)}
+        strides = {d: D.prod([x.shape[e] for e in rows[i + 1:]]) for i, d in enumerate(rows)}
         lin = bcast(cx, cx.scalar(0, it), K, ())
         for d in rows:
             pos = bcast(cx, starts[d], K, tuple(range(len(S)))) if d in starts else None
@@ -118,16 +119,16 @@ class _Geometry:
                 off = cx.add("iota", shape=K, dimension=len(S) + partial.index(d), dtype=it.name)
                 pos = off if pos is None else cx.add("add", pos, off)
             if pos is not None:
-                if strides[d] != 1:
-                    pos = cx.add("mul", pos, bcast(cx, cx.scalar(strides[d], it), K, ()))
+                if not (D.is_static(strides[d]) and strides[d] == 1):
+                    pos = cx.add("mul", pos, bcast(cx, size_scalar(cx, strides[d], it), K, ()))
                 lin = cx.add("add", lin, pos)
         if valid is not None:
             lin = cx.add("select", bcast(cx, valid, K, tuple(range(len(S)))), lin,
                          bcast(cx, cx.scalar(-1, it), K, ()))
-        self.keys = reshape(cx, lin, (int(np.prod(K)),))
+        self.keys = reshape(cx, lin, (D.prod(K),))
         # updates as (keys, C): scatter dims, then partial window dims, then full ones
         self.upd_perm = usd + [uwd[owd.index(d)] for d in partial] + [uwd[owd.index(d)] for d in self.full]
-        self.R, self.C = R, int(np.prod([x.shape[d] for d in self.full]))
+        self.R, self.C = R, D.prod([x.shape[d] for d in self.full])
 
     def _starts(self, cx, idx, ivd, s2o, obd, sibd, S, shape, w):
         """Per operand dim, the window start as an (S)-shaped tensor; and the in-bounds mask (or None)."""
@@ -140,7 +141,7 @@ class _Geometry:
             s = convert(cx, reshape(cx, slice_dim(cx, idx, idx.type.rank - 1, j, j + 1), S), it)
             starts[d] = s
             ok = cx.add("and", cx.add("compare", s, bcast(cx, cx.scalar(0, it), S, ()), direction="GE"),
-                        cx.add("compare", s, bcast(cx, cx.scalar(shape[d] - w[d], it), S, ()), direction="LE"))
+                        cx.add("compare", s, bcast(cx, size_scalar(cx, shape[d] - w[d], it), S, ()), direction="LE"))
             valid = ok if valid is None else cx.add("and", valid, ok)
         for d, bi in zip(obd, sibd):   # batching dims: the position along the paired indices dim
             starts[d] = cx.add("iota", shape=S, dimension=bi if bi < ivd else bi - 1, dtype=it.name)
@@ -150,7 +151,7 @@ class _Geometry:
         return reshape(cx, transpose(cx, x, self.rows + self.full), (self.R, self.C))
 
     def updates_2d(self, cx, u):
-        return reshape(cx, transpose(cx, u, self.upd_perm), (int(np.prod(self.keys_shape)), self.C))
+        return reshape(cx, transpose(cx, u, self.upd_perm), (D.prod(self.keys_shape), self.C))
 
     def back(self, cx, y, x):
         order = self.rows + self.full
@@ -164,7 +165,7 @@ def _scatter(cx, ins):
     xs, idx, us = ins[:n], ins[n], ins[n + 1:]
     kinds = _update_kinds(cx.op.regions[0], [x.dtype for x in xs])
     g = _Geometry(cx, cx.op, xs[0], idx, us[0])
-    U = int(np.prod(g.keys_shape))
+    U = D.prod(g.keys_shape)
     if U == 0 or g.R * g.C == 0:
         return list(xs)
     grid = (g.R, U)

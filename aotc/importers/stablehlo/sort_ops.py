@@ -21,7 +21,8 @@ import numpy as np
 
 from aotc.importers.stablehlo import mlir as M
 from aotc.importers.stablehlo.importer import CONVERTERS, register, where
-from aotc.importers.stablehlo.ops import bcast, reshape, transpose
+from aotc.importers.stablehlo.ops import bcast, reshape, size_scalar, transpose
+from aotc.ir import dims as D
 from aotc.ir import dtypes
 
 _ELEMENTWISE = {
@@ -121,11 +122,15 @@ def _order(cx, before, k: int):
 def _take_last(cx, x, src):
     """x[..., src[..., s]] along the last axis (take_along_axis) as one flat gather."""
     lead, n = x.shape[:-1], x.shape[-1]
-    rows = int(np.prod(lead))
+    rows = D.prod(lead)
     lin = src
-    if rows > 1:
-        base = (np.arange(rows, dtype=np.int32) * n).reshape(lead)
-        lin = cx.add("add", src, bcast(cx, cx.const(base, dtypes.i32), src.shape, tuple(range(len(lead)))))
+    if not (D.is_static(rows) and rows <= 1):
+        if D.is_static(rows):
+            base = cx.const((np.arange(rows, dtype=np.int32) * n).reshape(lead), dtypes.i32)
+        else:   # row offsets of a dynamic number of rows: iota * n
+            ramp = cx.add("iota", shape=(rows,), dimension=0, dtype="i32")
+            base = reshape(cx, cx.add("mul", ramp, bcast(cx, size_scalar(cx, n, dtypes.i32), (rows,), ())), lead)
+        lin = cx.add("add", src, bcast(cx, base, src.shape, tuple(range(len(lead)))))
     return cx.add("gather", reshape(cx, x, (rows * n,)), lin, axis=0)
 
 
@@ -141,5 +146,5 @@ def _top_k(cx, ins):
     xj, xi = bcast(cx, x, grid, keep + (r + 1,)), bcast(cx, x, grid, keep + (r,))
     before = total_order(cx, xj, xi, "GT") if x.dtype.is_float else cx.add("compare", xj, xi, direction="GT")
     src = _order(cx, before, k)
-    idx_dt = cx.out_type(1)[1]
+    idx_dt = cx.out_dtype(1)
     return [_take_last(cx, x, src), src if idx_dt == dtypes.i32 else cx.add("convert", src, dtype=idx_dt.name)]

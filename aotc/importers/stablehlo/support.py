@@ -7,7 +7,10 @@ since). A test checks each name against the `stablehlo` dialect registered
 in jaxlib's MLIR bindings, so a typo or a renamed op cannot hide. Whether an
 op is supported comes from the converter table itself (importer.CONVERTERS);
 this module adds the notes: restrictions of supported ops, one reason per
-missing op, and the status of the dialect's ops that the spec leaves out. Regenerate the page with
+missing op, and the status of the dialect's ops that the spec leaves out.
+The `chlo` dialect has no spec of its own: its table lists every chlo op
+registered in jaxlib's bindings, with CHLO_NOTES as restrictions and the
+importer's UNSUPPORTED reasons for the rest. Regenerate the page with
 `python -m aotc.importers.stablehlo.support > docs/stablehlo_ops.md`.
 """
 from __future__ import annotations
@@ -34,6 +37,7 @@ STRUCTURAL = {"composite": "inlined through its decomposition function (like fun
 
 _FLOAT = "float only"
 _STATIC = "the {} operand(s) must be computable at import time"
+_SHAPE = "the shape operand must be computable at import time from constants and dims (dynamic dims allowed)"
 RESTRICTIONS: dict[str, str] = {
     "atan2": _FLOAT, "cbrt": _FLOAT, "exponential_minus_one": _FLOAT, "log_plus_one": _FLOAT, "tan": _FLOAT,
     "round_nearest_afz": _FLOAT, "dot_general": _FLOAT, "convolution": f"{_FLOAT}; batch_group_count 1",
@@ -41,7 +45,10 @@ RESTRICTIONS: dict[str, str] = {
     "bitcast_convert": "equal element widths (f32<->i32, i8<->ui8); not f16<->bf16 (16-bit floats are "
                        "computed in f32, which loses NaN bit patterns), not i1 (one bit wide)",
     "reduce_precision": "to bf16, f16 or f32 formats",
-    "custom_call": "sharding / device-placement annotations only (identity)",
+    "custom_call": "sharding / device-placement annotations (identity); jax.export's shape_assertion (decided at "
+                   "compile time over the dims' ranges); stablehlo.dynamic_reduce_window (one input; add, maximum, "
+                   "minimum bodies)",
+    "get_dimension_size": "a dynamic dim's size is computed at run time",
     "reduce": "bodies: add, multiply, maximum, minimum, and, or (one per input), jax's argmax/argmin pair",
     "reduce_window": "one input; add / maximum / minimum bodies; no base dilation; integer min pooling unsupported",
     "scatter": "update bodies: return the update (duplicates: the last wins, as XLA on the CPU), add, multiply, "
@@ -53,10 +60,10 @@ RESTRICTIONS: dict[str, str] = {
              "static bounds, scan); at most 1024 iterations",
     "case": "index known at import time: one branch inlined; otherwise all branches computed and selected",
     "if": "predicate known at import time: one branch inlined; otherwise both computed and selected",
-    "dynamic_pad": _STATIC.format("padding"), "dynamic_gather": _STATIC.format("slice_sizes"),
+    "dynamic_pad": _STATIC.format("padding"),
+    "dynamic_gather": _STATIC.format("slice_sizes") + " (dynamic dims allowed)",
     "dynamic_conv": _STATIC.format("padding") + f"; {_FLOAT}",
-    "dynamic_reshape": "static result type", "dynamic_broadcast_in_dim": "static result type",
-    "dynamic_iota": "static result type",
+    "dynamic_reshape": _SHAPE, "dynamic_broadcast_in_dim": _SHAPE, "dynamic_iota": _SHAPE,
     "dynamic_slice": "start indices may be traced", "dynamic_update_slice": "start indices may be traced",
     "sort": "comparator of elementwise ops; rank-based, O(n^2) per sorted row; TOTALORDER takes NaNs as positive",
     "map": "body of elementwise ops, over all dimensions",
@@ -72,7 +79,8 @@ NOT_IN_SPEC: dict[str, str] = {
     "create_token": "no: tokens are not supported", "cross-replica-sum": "no: multi-device collective",
     "einsum": "no: legacy op, not emitted by jax", "unary_einsum": "no: legacy op, not emitted by jax",
     "torch_index_select": "no: legacy op, not emitted by jax",
-    "real_dynamic_slice": "no: dynamic result shapes", "set_dimension_size": "no: dynamic (bounded) shapes",
+    "real_dynamic_slice": "supported (bounds computable at import time from constants and dims; constant strides)",
+    "set_dimension_size": "no: bounded dynamic shapes (XLA's padded form) are not supported",
 }
 
 _COLLECTIVE = "multi-device collective; aotc compiles single-device engines"
@@ -97,6 +105,22 @@ MISSING: dict[str, str] = {
 }
 
 
+_F32 = "computed in f32 (f16/bf16 widened and rounded back)"
+CHLO_NOTES: dict[str, str] = {
+    "broadcast_select": "numpy-style broadcasting of the three operands",
+    "conj": "real operands (complex types unsupported): identity",
+    "next_after": "f32 only (steps the bit pattern)",
+    "ragged_dot": "the [m,k] x [g,k,n] -> [m,n] form (ragged rows, no batch dims): every group's product, masked",
+    "top_k": "rank-based, O(n^2) per row",
+    "lgamma": _F32, "digamma": _F32, "erf_inv": _F32, "bessel_i1e": _F32, "zeta": f"{_F32}; s > 1",
+    "polygamma": _F32, "mulhi": "integers; 64-bit through 32-bit halves",
+    **{f"broadcast_{op}": f"broadcasting, then as `stablehlo.{op}`" for op in (
+        "add", "and", "atan2", "compare", "divide", "maximum", "minimum", "multiply", "or", "power",
+        "remainder", "shift_left", "shift_right_arithmetic", "shift_right_logical", "subtract", "xor")},
+    **{f"broadcast_{op}": f"broadcasting, then as `chlo.{op}`" for op in ("next_after", "polygamma", "zeta")},
+}
+
+
 def _converters() -> dict:
     from aotc.importers.stablehlo import importer
     importer.load_converters()
@@ -116,6 +140,31 @@ def registry_ops() -> list[str]:
     return sorted(n.split(".", 1)[1] for n in names if ctx.is_registered_operation(n))
 
 
+def chlo_registry_ops() -> list[str]:
+    """Names (without `chlo.`) of the ops of the `chlo` dialect registered in jaxlib's MLIR bindings."""
+    import inspect
+
+    from jaxlib.mlir.dialects import _chlo_ops_gen as gen
+
+    from aotc.importers.stablehlo import mlir as M
+    ctx = M.new_context()
+    names = {c.OPERATION_NAME for _, c in inspect.getmembers(gen, inspect.isclass)
+             if getattr(c, "OPERATION_NAME", None)}
+    return sorted(n.split(".", 1)[1] for n in names if ctx.is_registered_operation(n))
+
+
+def chlo_table() -> list[dict]:
+    """One dict per registered chlo op: op, supported, notes (restrictions, or why it is refused)."""
+    from aotc.importers.stablehlo import importer
+    conv = _converters()
+    rows = []
+    for op in chlo_registry_ops():
+        ok = f"chlo.{op}" in conv
+        notes = CHLO_NOTES.get(op, "") if ok else importer.UNSUPPORTED.get(f"chlo.{op}", "no converter")
+        rows.append({"op": op, "supported": ok, "notes": notes})
+    return rows
+
+
 def support_table() -> list[dict]:
     """One dict per spec op: op, supported (bool), notes (restrictions, or the reason it is missing)."""
     conv = _converters()
@@ -128,8 +177,9 @@ def support_table() -> list[dict]:
 
 
 def extra_ops() -> list[str]:
-    """Ops outside the spec that the importer accepts (chlo decompositions, legacy stablehlo ops, sdy)."""
-    return sorted(n for n in _converters() if n.split(".", 1)[1] not in SPEC_OPS or not n.startswith("stablehlo."))
+    """Ops outside the spec and chlo that the importer accepts (legacy stablehlo ops, sdy)."""
+    return sorted(n for n in _converters() if not n.startswith("chlo.")
+                  and (n.split(".", 1)[1] not in SPEC_OPS or not n.startswith("stablehlo.")))
 
 
 def render_markdown() -> str:
@@ -139,7 +189,8 @@ def render_markdown() -> str:
              "Generated by `python -m aotc.importers.stablehlo.support > docs/stablehlo_ops.md`; "
              "a test checks that this page matches the converter table.", "",
              f"**{len(ok)} of the {len(rows)} ops of the StableHLO specification are supported.** "
-             "Element types: f32, f16, bf16, i64, i32, i8, ui8, i1; static shapes only. Every unsupported op "
+             "Element types: f32, f16, bf16, i64, i32, i8, ui8, i1. Dynamic (`?`) dims: those of jax.export's "
+             "symbolic shapes, each with the range the user gives. Every unsupported op "
              "in a program is reported at once, with its location, before anything is compiled.", "",
              "| op | supported | restrictions / reason |", "|---|---|---|"]
     for r in rows:
@@ -148,6 +199,13 @@ def render_markdown() -> str:
               + "; ".join(f"`{op}`: {NOT_IN_SPEC[op]}" for op in sorted(NOT_IN_SPEC)) + ".", "",
               "Also accepted, outside the spec: " + ", ".join(f"`{n}`" for n in extra_ops())
               + ", and `func.call` (private functions are inlined)."]
+    chlo = chlo_table()
+    lines += ["", "## chlo", "",
+              f"**{sum(r['supported'] for r in chlo)} of the {len(chlo)} ops of the `chlo` dialect registered in "
+              "jaxlib's MLIR bindings are supported**, as decompositions onto aotc's primitive ops.", "",
+              "| op | supported | restrictions / reason |", "|---|---|---|"]
+    for r in chlo:
+        lines.append(f"| {r['op']} | {'yes' if r['supported'] else '**no**'} | {r['notes'] or '-'} |")
     return "\n".join(lines) + "\n"
 
 

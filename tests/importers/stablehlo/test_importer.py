@@ -270,13 +270,15 @@ def test_unsupported_ops_are_listed_with_locations():
     assert "aotc ops --stablehlo" in e.value.summary
 
 
-def test_dynamic_shapes_and_garbage_are_rejected():
+def test_dynamic_dims_need_a_range_and_garbage_is_rejected():
     text = b"""func.func @main(%a: tensor<?x4xf32>) -> tensor<?x4xf32> {
       %0 = stablehlo.abs %a : tensor<?x4xf32>
       return %0 : tensor<?x4xf32>
     }"""
-    with pytest.raises(UnsupportedError, match="dynamic shape"):
+    with pytest.raises(ModelError, match=r"without a range: arg0_dim0 \(arg0\[0\]\).*--dynamic arg0_dim0="):
         import_stablehlo(text)
+    x = random_array(fresh_rng()[0], (3, 4))
+    np.testing.assert_array_equal(interpret(import_stablehlo(text, dynamic={"arg0_dim0": (1, 8)}), [x])[0], abs(x))
     with pytest.raises(ModelError, match="cannot parse"):
         import_stablehlo(b"module { this is not mlir }")
     with pytest.raises(ModelError):

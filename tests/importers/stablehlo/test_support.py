@@ -6,8 +6,9 @@ import pytest
 pytest.importorskip("jaxlib")
 
 from aotc.importers.stablehlo import importer  # noqa: E402
-from aotc.importers.stablehlo.support import (MISSING, NOT_IN_SPEC, RESTRICTIONS, SPEC_OPS, STRUCTURAL,  # noqa: E402
-                                              registry_ops, render_markdown, support_table)
+from aotc.importers.stablehlo.support import (CHLO_NOTES, MISSING, NOT_IN_SPEC, RESTRICTIONS, SPEC_OPS,  # noqa: E402
+                                              STRUCTURAL, chlo_table, registry_ops, render_markdown,
+                                              support_table)
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "stablehlo_ops.md"
 
@@ -36,3 +37,13 @@ def test_every_op_is_supported_or_has_a_reason():
     for op in ("broadcast", "dot"):
         assert op in conv and NOT_IN_SPEC[op].startswith("supported")
     assert {"scatter", "select_and_scatter", "sort", "while"} <= supported
+
+
+def test_chlo_table_covers_the_dialect():
+    rows = chlo_table()
+    ok = {r["op"] for r in rows if r["supported"]}
+    assert len(rows) >= 50 and {"square", "lgamma", "broadcast_add", "top_k"} <= ok
+    assert set(CHLO_NOTES) <= ok, sorted(set(CHLO_NOTES) - ok)     # no notes for refused or unknown ops
+    refused = [r for r in rows if not r["supported"]]
+    assert all(r["notes"] != "no converter" for r in refused), refused   # each refusal has its reason
+    assert "chlo" in DOCS.read_text() and "| square | yes |" in DOCS.read_text()
