@@ -138,3 +138,29 @@ def test_llama_decoder_prefill_then_decode_with_its_own_cache(tmp_path):
         assert past["past_key_values.0.key"].shape == (b, 2, 37 + step, 8)
         ids, pos = logits[:, -1].argmax(-1)[:, None], pos[:, -1:] + 1
     ctx.close()
+
+
+def test_jax_export_symbolic_batch(tmp_path):
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    from jax import export
+
+    def f(x, w):
+        h = jax.nn.gelu(x @ w)
+        return jax.nn.softmax(h, axis=-1) * jnp.tanh(x[:, :1])
+
+    b = export.symbolic_shape("b")
+    exp = export.export(jax.jit(f))(jax.ShapeDtypeStruct((b[0], 16), jnp.float32),
+                                    jax.ShapeDtypeStruct((16, 8), jnp.float32))
+    path = tmp_path / "f.engine"
+    aotc.compile(bytes(exp.serialize()), str(path), arch="none", dynamic={"b": (1, 64)})
+    eng = Engine(str(path))
+    assert [(d.name, d.min, d.max) for d in eng.dims] == [("b", 1, 64)]
+    rng, seed = fresh_rng()
+    ctx = eng.create_context("cpu")
+    names = [s.name for s in eng.inputs]
+    for n in (1, 7, 33, 64):
+        x, w = rng.standard_normal((n, 16)).astype(np.float32), rng.standard_normal((16, 8)).astype(np.float32)
+        (got,) = ctx.run(dict(zip(names, (x, w)))).values()
+        np.testing.assert_allclose(got, np.asarray(f(x, w)), rtol=1e-5, atol=1e-5, err_msg=f"batch {n}, seed {seed}")
+    ctx.close()
