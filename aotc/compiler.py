@@ -91,9 +91,11 @@ def _load(model, input_shapes, dynamic) -> Graph:
         if not Path(model).exists():
             raise AotcError(f"model file not found: {model}")
         if suffix in STABLEHLO_SUFFIXES or (suffix != ".onnx" and _is_stablehlo(Path(model).read_bytes())):
-            return _import_stablehlo(model, input_shapes)
+            return _import_stablehlo(model, input_shapes, dynamic)
     elif isinstance(model, (bytes, bytearray, memoryview)) and _is_stablehlo(bytes(model)):
-        return _import_stablehlo(bytes(model), input_shapes)
+        return _import_stablehlo(bytes(model), input_shapes, dynamic)
+    elif _is_jax_exported(model):
+        return _import_stablehlo(model, input_shapes, dynamic)
     from aotc.importers.onnx import import_onnx
     return import_onnx(model, input_shapes=input_shapes or None, dynamic=dynamic)
 
@@ -106,11 +108,16 @@ def _is_stablehlo(data: bytes) -> bool:
     return looks_like_stablehlo(data)
 
 
-def _import_stablehlo(model, input_shapes):
+def _is_jax_exported(model) -> bool:
+    return type(model).__name__ == "Exported" and type(model).__module__.startswith("jax")
+
+
+def _import_stablehlo(model, input_shapes, dynamic=None):
     if input_shapes:
-        raise AotcError("input_shapes applies to ONNX models; StableHLO programs have static shapes")
+        raise AotcError("input_shapes applies to ONNX models; a StableHLO program's dynamic dims take "
+                        "ranges (dynamic=) or are pinned by the exporter")
     from aotc.importers.stablehlo import import_stablehlo
-    return import_stablehlo(model)
+    return import_stablehlo(model, dynamic=dynamic or None)
 
 
 def _parse_archs(arch) -> tuple[list[str], str]:
