@@ -9,9 +9,8 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import export  # noqa: E402
 
-import aotc.compiler  # noqa: E402
+import aotc  # noqa: E402
 from aotc.errors import AotcError  # noqa: E402
-from aotc.importers.stablehlo import import_stablehlo  # noqa: E402
 from aotc.package.runtime_binding import Engine  # noqa: E402
 from tests.helpers.rng import fresh_rng, random_array  # noqa: E402
 from tests.importers.stablehlo.test_importer import close  # noqa: E402
@@ -19,9 +18,8 @@ from tests.importers.stablehlo.test_symbolic_dims import DM, attention  # noqa: 
 
 
 def _engine(tmp_path, exp, dynamic):
-    graph = import_stablehlo(exp, dynamic=dynamic)
     path = tmp_path / "m.engine"
-    aotc.compiler.compile(graph, str(path), arch="none")
+    aotc.compile(exp, str(path), arch="none", dynamic=dynamic)     # the Exported object itself
     return Engine(str(path))
 
 
@@ -41,3 +39,26 @@ def test_attention_engine_serves_batch_and_sequence(tmp_path):
         close(got, np.asarray(attention(params, x)), 2e-5, 2e-5, f"b={n} s={m}")
     with pytest.raises(AotcError, match="b"):          # outside the range: refused, naming the dim
         ctx.run(dict(zip(names, [params[k] for k in sorted(params)] + [random_array(rng, (17, 3, DM))])))
+
+
+def test_cli_compiles_a_jax_export_with_dynamic_ranges(tmp_path):
+    """`aotc compile prog.jaxexport --dynamic batch=..`: a range the program's assertions break is one line
+    naming the range that works; that range compiles, and `aotc run --dim` runs it."""
+    from click.testing import CliRunner
+
+    from aotc.cli.main import main
+    from tests.importers.stablehlo.test_symbolic_dims import _mlp_export
+    exp, _ = _mlp_export()
+    prog = tmp_path / "mlp.jaxexport"
+    prog.write_bytes(bytes(exp.serialize()))
+    out = tmp_path / "mlp.engine"
+    res = CliRunner().invoke(main, ["compile", str(prog), "-o", str(out), "--arch", "none", "-q",
+                                    "--dynamic", "batch=0..64"])
+    assert res.exit_code == 1 and "Traceback" not in res.output and not out.exists()
+    assert "--dynamic batch=1..64" in res.output and len(res.output.strip().splitlines()) == 1
+    res = CliRunner().invoke(main, ["compile", str(prog), "-o", str(out), "--arch", "none", "-q",
+                                    "--dynamic", "batch=1..64"])
+    assert res.exit_code == 0, res.output
+    assert Engine(str(out)).inputs[-1].name == "x"
+    res = CliRunner().invoke(main, ["run", str(out), "--device", "cpu", "--dim", "batch=5"])
+    assert res.exit_code == 0 and "float32[5, 10]" in res.output, res.output
