@@ -28,10 +28,12 @@ def parse_range(name: str, r) -> DimRange:
                          f"0 <= MIN <= MAX < 2^31 (Python: (min, max) or (min, max, divisor))") from None
 
 
-def resolve_ranges(input_dims: dict[str, list], dynamic: dict) -> dict[str, DimRange]:
+def resolve_ranges(input_dims: dict[str, list], dynamic: dict, input_shape_flag: bool = True) -> dict[str, DimRange]:
     """Name -> DimRange for every dynamic dim of the inputs.
 
     `input_dims` maps each input to its dims: ints for static ones, names for dynamic ones.
+    `input_shape_flag`: whether the model's importer takes --input-shape (StableHLO's does not: a range
+    N..N pins a dim there).
     """
     where: dict[str, list[str]] = {}
     for inp, dims in input_dims.items():
@@ -48,9 +50,10 @@ def resolve_ranges(input_dims: dict[str, list], dynamic: dict) -> dict[str, DimR
             "dynamic dim(s) without a range: " + "; ".join(f"{n} ({', '.join(where[n])})" for n in missing)
             + ". Pass " + " ".join(f"--dynamic {n}=MIN..MAX" for n in missing)
             + " (Python: dynamic={" + ", ".join(f"'{n}': (MIN, MAX)" for n in missing) + "})"
-            + ", or pin them: " + " ".join(
+            + ", or pin them: " + (" ".join(
                 f"--input-shape {inp}:{'x'.join(str(d) if isinstance(d, int) else '1' for d in dims)}"
-                for inp, dims in input_dims.items() if any(isinstance(d, str) for d in dims)))
+                for inp, dims in input_dims.items() if any(isinstance(d, str) for d in dims))
+                if input_shape_flag else " ".join(f"--dynamic {n}=N..N" for n in missing)))
     return {n: parse_range(n, dynamic[n]) for n in sorted(where)}
 
 

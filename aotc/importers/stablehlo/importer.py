@@ -240,7 +240,7 @@ def _convert(main, funcs: dict, exported, name: str, dynamic: dict) -> Graph:
     in_names = _input_names([blk.arguments[i] for i in data], exported, _forwarded_names(main, funcs))
     shapes = input_shapes(main, funcs, exported, in_names, data)
     ranges = resolve_ranges({n: [d if isinstance(d, int) else repr(d) for d in s] for n, s in zip(in_names, shapes)},
-                            dynamic)
+                            dynamic, input_shape_flag=False)
     inputs = {i: b.input(n, shape, M.tensor_type(blk.arguments[i].type, f"argument {n}")[1])
               for i, n, shape in zip(data, in_names, shapes)}
     cx = Ctx(b, funcs)
