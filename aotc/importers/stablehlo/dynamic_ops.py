@@ -74,6 +74,8 @@ def window(cx, x, d: int, begin, size, stride: int = 1):
     start is a number, else a take of begin + stride * iota (no buffer offset that moves with the dims)."""
     if begin == 0 and size == x.shape[d] and stride == 1:
         return x
+    if D.is_static(begin) and D.is_static(size) and size == 0:
+        return slice_dim(cx, x, d, begin, begin, stride)
     if D.is_static(begin) and _surely_within(begin + (size - 1) * stride + 1, x.shape[d]):
         return slice_dim(cx, x, d, begin, begin + (size - 1) * stride + 1, stride)
     at = cx.add("iota", shape=(size,), dimension=0, dtype="i32")

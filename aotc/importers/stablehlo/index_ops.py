@@ -128,7 +128,7 @@ def _dynamic_slice(cx, ins):
 def _dynamic_update_slice(cx, ins):
     x, upd, starts = ins[0], ins[1], ins[2:]
     st = [_start(cx, v, n, u) for v, n, u in zip(starts, x.shape, upd.shape)]
-    if all(isinstance(s, int) for s in st):
+    if all(isinstance(s, int) for s in st) and x.type.is_static:
         low = tuple(st)
         high = tuple(n - s - u for n, s, u in zip(x.shape, st, upd.shape))
         padded = cx.add("pad", upd, cx.scalar(0, x.dtype), low=low, high=high)
@@ -137,13 +137,15 @@ def _dynamic_update_slice(cx, ins):
         return cx.add("select", cx.const(mask, dtypes.boolean), padded, x)
     mask, val = None, upd
     for d, (s, n, u) in enumerate(zip(st, x.shape, upd.shape)):
-        it = dtypes.i32 if isinstance(s, int) else s.dtype
-        sv = cx.scalar(s, it) if isinstance(s, int) else s
+        if isinstance(s, int) and s == 0 and u == n:     # the update spans this dim
+            continue
+        it = s.dtype if isinstance(s, Value) else dtypes.i32
+        sv = s if isinstance(s, Value) else size_scalar(cx, s, it)
         io = cx.add("iota", shape=(n,), dimension=0, dtype=it.name)
         rel = cx.add("sub", io, bcast(cx, sv, (n,), ()))
         inside = cx.add("and", cx.add("compare", rel, bcast(cx, cx.scalar(0, it), (n,), ()), direction="GE"),
-                        cx.add("compare", rel, bcast(cx, cx.scalar(u, it), (n,), ()), direction="LT"))
+                        cx.add("compare", rel, bcast(cx, size_scalar(cx, u, it), (n,), ()), direction="LT"))
         inside = bcast(cx, inside, x.shape, (d,))
         mask = inside if mask is None else cx.add("and", mask, inside)
         val = cx.add("gather", val, _clamp(cx, rel, 0, u - 1), axis=d)
-    return cx.add("select", mask, val, x)
+    return val if mask is None else cx.add("select", mask, val, x)

@@ -246,6 +246,13 @@ _PROGRAMS = {   # name: (fn, input specs with "b"/"s" for dynamic dims, int inpu
     "update_row": (lambda x, i: jax.lax.dynamic_update_slice(x, jnp.ones((1, 2)), (i, 0)),
                    [((_B, 4), False), ((), True)]),
     "row_gather": (lambda x: x[jnp.arange(x.shape[0]), jnp.zeros(x.shape[0], jnp.int32)], [((_B, _S), False)]),
+    "associative_scan": (lambda x: jax.lax.associative_scan(jnp.add, x, axis=1), [((_B, 8), False)]),
+    "scan_carry_over_batch": (lambda x: jax.lax.scan(lambda c, r: (c + r, c * r), jnp.zeros(x.shape[1:]), x)[1],
+                              [((5, _B), False)]),
+    "median_diff_clip": (lambda x: (jnp.median(x, axis=1), jnp.diff(x, axis=1), jnp.clip(x, -0.5, 0.5)),
+                         [((_B, 7), False)]),
+    "special_functions": (lambda x: jax.scipy.special.gammaln(jnp.abs(x) + 0.5) + jax.scipy.special.i1e(x)
+                          + jax.scipy.special.erfinv(jnp.tanh(x)), [((_B, _S), False)]),
 }
 
 
