@@ -151,8 +151,10 @@ def _dynamic_reduce_window(cx, ins):
     pads = _sizes(cx, ins[6], "padding")
     body = cx.funcs[str(cx.op.attributes["called_computations"][0]).lstrip("@").strip('"')]
     kinds = _simple_kinds(cx.op, body.regions[0].blocks[0])
-    if kinds is None or kinds[0] not in ("sum", "max", "min") or any(not D.is_static(d) or d != 1 for d in base):
-        raise cx.fail("dynamic_reduce_window: supported bodies are add, maximum, minimum, without base dilation")
+    if kinds is None or kinds[0] not in ("sum", "max", "min", "prod") or any(not D.is_static(d) or d != 1
+                                                                              for d in base):
+        raise cx.fail("dynamic_reduce_window: supported bodies are add, maximum, minimum, multiply, without "
+                      "base dilation")
     if not all(D.is_static(v) for v in strides + dil):
         raise cx.fail("dynamic_reduce_window: strides and dilations must not depend on the dims")
     return window_reduce(cx, x, init, kinds[0], win, strides, list(zip(pads[0::2], pads[1::2])), dil)

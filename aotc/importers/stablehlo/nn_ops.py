@@ -18,7 +18,8 @@ import numpy as np
 
 from aotc.importers.stablehlo import mlir as M
 from aotc.importers.stablehlo.importer import register
-from aotc.importers.stablehlo.ops import bcast, convert, dilate, pad, reverse, transpose
+from aotc.importers.expr import Ex
+from aotc.importers.stablehlo.ops import bcast, convert, dilate, full, pad, reverse, transpose
 from aotc.ir import dims as D
 from aotc.ir import dtypes
 
@@ -133,13 +134,13 @@ def _window_check(op):
     if len(op.operands) != 2:
         return "reduce_window with several inputs"
     kinds = _simple_kinds(op)
-    if kinds is None or kinds[0] not in ("sum", "max", "min"):
-        return f"reduce_window body {[o.operation.name for o in _body(op)]} (supported: add, maximum, minimum)"
+    if kinds is None or kinds[0] not in ("sum", "max", "min", "prod"):
+        return f"reduce_window body {[o.operation.name for o in _body(op)]} (supported: add, maximum, minimum, multiply)"
     if any(d != 1 for d in M.ints(op, "base_dilations", ())):
         return "reduce_window with base dilations"
     _, dt = M.tensor_type(op.operands[0].type, "operand")
-    if kinds[0] == "min" and not dt.is_float:
-        return "integer min pooling"
+    if kinds[0] in ("min", "prod") and not dt.is_float:
+        return f"integer {'min pooling' if kinds[0] == 'min' else 'window product'}"
     return None
 
 
@@ -165,14 +166,37 @@ def window_reduce(cx, x, init, kind: str, win, strides, pads, dilations):
                  dilations=tuple(dilations))
     if kind == "min":
         y = cx.add("neg", cx.add("reduce_window", cx.add("neg", x), kind="max", **attrs))
+    elif kind == "prod":
+        y = _window_product(cx, x, attrs)
     else:
         y = cx.add("reduce_window", x, kind=kind, **attrs)
     s = cx.static(init)
     if s is not None and float(s) == float(identity(kind, x.dtype)):
         return y
-    if kind == "sum" and any(not (D.is_static(a) and D.is_static(b) and a == b == 0) for a, b in pads):
-        raise cx.fail("window sum with a non-zero init value and padding")
+    if kind in ("sum", "prod") and any(not (D.is_static(a) and D.is_static(b) and a == b == 0) for a, b in pads):
+        raise cx.fail(f"window {kind} with padding and an init value other than {identity(kind, x.dtype)}")
     return cx.add(_COMBINE[kind], y, bcast(cx, init, y.shape, ()))
+
+
+def _window_product(cx, x, attrs):
+    """A window product (jnp.cumprod) from window sums: exp(sum log|x|), negative when the window holds an
+    odd number of negatives, 0 when it holds a zero (padding counts as 1: log 1 = 0, no sign, no zero)."""
+    xe = Ex(cx, convert(cx, x, dtypes.f32))
+    one, zero = full(cx, 1.0, xe.v), full(cx, 0.0, xe.v)
+
+    def window_sum(v):
+        return Ex(cx, cx.add("reduce_window", v.v if isinstance(v, Ex) else v, kind="sum", **attrs))
+
+    def count(pred):
+        return window_sum(cx.add("select", pred, one, zero))
+
+    is_zero = xe.cmp("EQ", 0.0)
+    magnitude = window_sum(Ex(cx, cx.add("select", is_zero, one, xe.abs().v)).log()).exp()
+    negatives = count(xe.cmp("LT", 0.0))
+    odd = (negatives - (negatives * 0.5).floor() * 2.0).cmp("GT", 0.5)
+    signed = (-1.0 * magnitude).where(odd, magnitude)
+    y = Ex(cx, full(cx, 0.0, signed.v)).where(count(is_zero).cmp("GT", 0.5), signed)
+    return convert(cx, y.v, x.dtype)
 
 
 # ----------------------------------------------------------------- dot / conv

@@ -46,11 +46,11 @@ RESTRICTIONS: dict[str, str] = {
                        "computed in f32, which loses NaN bit patterns), not i1 (one bit wide)",
     "reduce_precision": "to bf16, f16 or f32 formats",
     "custom_call": "sharding / device-placement annotations (identity); jax.export's shape_assertion (decided at "
-                   "compile time over the dims' ranges); stablehlo.dynamic_reduce_window (one input; add, maximum, "
-                   "minimum bodies)",
+                   "compile time over the dims' ranges); stablehlo.dynamic_reduce_window (as reduce_window)",
     "get_dimension_size": "a dynamic dim's size is computed at run time",
     "reduce": "bodies: add, multiply, maximum, minimum, and, or (one per input), jax's argmax/argmin pair",
-    "reduce_window": "one input; add / maximum / minimum bodies; no base dilation; integer min pooling unsupported",
+    "reduce_window": "one input; add / maximum / minimum / multiply bodies (multiply: float, as exp of window "
+                     "sums of log|x| with signs and zeros counted); no base dilation; integer min pooling unsupported",
     "scatter": "update bodies: return the update (duplicates: the last wins, as XLA on the CPU), add, multiply, "
                "maximum, minimum, and/or for bool; out-of-bounds windows skipped; O(operand x updates) work",
     "select_and_scatter": "select body: one compare of its arguments; scatter body: add/multiply/maximum/minimum",

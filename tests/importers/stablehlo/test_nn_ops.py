@@ -97,6 +97,18 @@ def test_pooling_windows():
     check(f, x)
 
 
+def test_window_products_with_zeros_and_negatives():
+    """jnp.cumprod and a strided product window: exp(sum log|x|), signs and zeros counted apart."""
+    rng, _ = fresh_rng()
+    x = random_array(rng, (4, 9))
+    x[1, 3] = 0.0
+    x[2, ::2] = -np.abs(x[2, ::2])
+
+    def f(x):
+        return jnp.cumprod(x, axis=1), lax.reduce_window(x, 1.0, lax.mul, (2, 3), (1, 2), "SAME")
+    check(f, x, rtol=2e-5, atol=1e-6)
+
+
 def test_unsupported_reducers_are_reported():
     x = np.ones((3, 4), np.float32)
     f = lambda x: lax.reduce(x, 0.0, lambda a, b: a * 2 + b, (1,))  # noqa: E731

@@ -251,6 +251,7 @@ _PROGRAMS = {   # name: (fn, input specs with "b"/"s" for dynamic dims, int inpu
                               [((5, _B), False)]),
     "median_diff_clip": (lambda x: (jnp.median(x, axis=1), jnp.diff(x, axis=1), jnp.clip(x, -0.5, 0.5)),
                          [((_B, 7), False)]),
+    "cumprod_over_dynamic_axis": (lambda x: jnp.cumprod(x, axis=1), [((_B, _S), False)]),
     "special_functions": (lambda x: jax.scipy.special.gammaln(jnp.abs(x) + 0.5) + jax.scipy.special.i1e(x)
                           + jax.scipy.special.erfinv(jnp.tanh(x)), [((_B, _S), False)]),
 }
