@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from aotc.ir import dims as D
+from aotc.ir import dtypes
 from aotc.ir import ops as ir_ops
 from aotc.ir.graph import Value
 
@@ -35,7 +37,12 @@ class Ex:
         if isinstance(o, Value):
             return o
         dt = self.v.dtype
-        c = self.ctx.const(np.array(o, dt.np), dt)
+        if isinstance(o, D.DimExpr):      # a size known at run time (a dynamic dim): computed by the kernel
+            c = self.ctx.add("reshape", self.ctx.add("dim_values", values=(o,)), shape=())
+            if dt != dtypes.i64:
+                c = self.ctx.add("convert", c, dtype=dt.name)
+        else:
+            c = self.ctx.const(np.array(o, dt.np), dt)
         if not self.v.shape:
             return c
         return self.ctx.add("broadcast_in_dim", c, shape=tuple(self.v.shape), broadcast_dimensions=())

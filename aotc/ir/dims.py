@@ -494,10 +494,15 @@ def broadcast_shapes(*shapes) -> tuple:
         elif all(is_static(d) for d in kept):
             raise ValueError(f"shapes {[list(map(repr, s)) for s in shapes]} do not broadcast")
         else:
+            fixed = [d for d in kept if is_static(d)]
+            dyn = [d for d in kept if not is_static(d)]
+            flag = (f" (--dynamic {next(iter(symbols(dyn[0])))}={fixed[0]}..{fixed[0]})"
+                    if len(dyn) == 1 and len(symbols(dyn[0])) == 1 else "")
+            works = (f"it means one thing only where {' and '.join(map(repr, dyn))} is {fixed[0]} or 1{flag}"
+                     if len(fixed) == 1 else "make them one dim (the same name) or pin one")
             raise DynamicDecisionError(
                 f"dims {', '.join(map(repr, kept))} broadcast against each other ({_ranges_of(*kept)}): "
-                "the result would depend on whether a dim is 1 at run time; make them one dim "
-                "(the same name) or pin the dynamic one")
+                f"the result would depend on whether a dim is 1 at run time; {works}")
     return tuple(out)
 
 

@@ -81,14 +81,21 @@ def _tensor(spec, given: dict) -> dict:
     return out
 
 
+def registers_at_max(plan) -> tuple[dict, list | None]:
+    """Every dim at its largest value, and the shape program's registers there (None if it fails)."""
+    at = {d.name: d.max // d.divisor * d.divisor for d in plan.dims}
+    try:
+        return at, evaluate_program(plan, at)
+    except (ZeroDivisionError, IndexError):   # a program the runtime would refuse at max
+        return at, None
+
+
 def launches_at_max(plan) -> tuple[list, dict]:
     """The launches that run at every dim's max (all of them for a static engine), and those dims."""
     if not plan.dims:
         return list(plan.launches), {}
-    at = {d.name: d.max // d.divisor * d.divisor for d in plan.dims}
-    try:
-        regs = evaluate_program(plan, at)
-    except (ZeroDivisionError, IndexError):   # a program the runtime would refuse at max: show all
+    at, regs = registers_at_max(plan)
+    if regs is None:
         return list(plan.launches), at
     return [l for l in plan.launches if l.when is None or regs[l.when.index]], at
 
@@ -106,10 +113,13 @@ def describe_engine(data: bytes, bandwidth: float = H200_BANDWIDTH, fp32_flops: 
                 "smem": l.smem, "bytes": l.bytes, "flops": l.flops,
                 "resources": {a: per[l.kernel] for a, per in usage.items() if l.kernel in per}}
                for l in plan.launches]
+    regs = registers_at_max(plan)[1] if plan.dims else None
     for k, l in zip(kernels, plan.launches):
         if plan.dims:
             k["variant"] = l.variant
             k["when"] = None if l.when is None else f"r{l.when.index}"
+            if regs is not None:
+                k["grid_at_max"] = [regs[g.index] if isinstance(g, Reg) else g for g in l.grid]
     counted, at_max = launches_at_max(plan)
     total_bytes = sum(l.bytes for l in counted)
     total_flops = sum(l.flops for l in counted)
@@ -163,7 +173,8 @@ def format_description(info: dict, path: str = "") -> str:
     lines.append(f"kernels: {len(info['kernels'])} launches, {info['distinct_kernels']} distinct"
                  + (f" (regs per thread on {'/'.join(info['archs'])})" if info["archs"] else ""))
     for i, k in enumerate(info["kernels"]):
-        grid = "(" + ", ".join(map(str, k["grid"])) + ")"
+        top = k.get("grid_at_max") or k["grid"]     # a register's value at the max shape: r4=512
+        grid = "(" + ", ".join(f"{g}={t}" if isinstance(g, str) else str(g) for g, t in zip(k["grid"], top)) + ")"
         variant = f"  [{k['variant'] or 'all sizes'}]" if dynamic else ""
         lines.append(f"  {i:3d} {k['name']:<28} grid {grid} block {tuple(k['block'])}"
                      f"{_fmt_resources(k)} {k['bytes']:>10} B {k['flops']:>12} FLOP  {k['region']}{variant}")

@@ -36,7 +36,7 @@ def test_dynamic_engine_shows_dims_max_shapes_variants_and_totals_at_max(tmp_pat
     text = format_description(info, "d.engine")
     assert "dynamic dims: batch 0..64, seq 4..64 (multiples of 4)" in text
     assert "x: f32[batch,16] (max [64,16])" in text and "y: f32[batch*16] (max [1024])" in text
-    assert "grid (r13, 1, 1)" in text and "[batch<=8]" in text and "[all sizes]" in text
+    assert "grid (r13=32, 1, 1)" in text and "[batch<=8]" in text and "[all sizes]" in text
     assert "memory: arena 4096 B at max" in text and "modelled at batch=64, seq=64: 1101 B moved" in text
     path = tmp_path / "d.engine"
     path.write_bytes(data)
@@ -46,6 +46,7 @@ def test_dynamic_engine_shows_dims_max_shapes_variants_and_totals_at_max(tmp_pat
     assert got["dims"] == {"batch": [0, 64], "seq": [4, 64]} and got["dim_divisors"] == {"seq": 4}
     assert got["inputs"][0] == {"name": "x", "dtype": "f32", "shape": ["batch", 16], "max_shape": [64, 16]}
     assert [k["variant"] for k in got["kernels"]] == ["", "batch<=8", "batch>8", ""]
+    assert [k["grid_at_max"][0] for k in got["kernels"]] == [8, 32, 8, 2]   # ceildiv(1024, 128 / 32), 64 / 32
     static = describe_engine(engine_bytes(plan_factory()))
     assert static["dims"] == {} and "variant" not in static["kernels"][0]
     assert "dynamic dims" not in format_description(static) and "at max" not in format_description(static)
