@@ -55,3 +55,17 @@ def test_undecided_values_that_do_not_matter_resolve():
             _run("select", open_[:1], _obj(b), _obj(b + 1))
         with pytest.raises(D.DynamicDecisionError):
             _run("add", open_, np.array([1, 1]))
+
+
+def test_simplify_finds_the_affine_form_over_the_ranges():
+    from aotc.importers.size_values import simplify
+    s = D.sym("s")
+    with D.dim_ranges({"s": D.DimRange(1, 40), "b": D.DimRange(2, 16, 2)}):
+        assert simplify(D.mod(-1, s)) == s - 1                  # jax's roll computes starts this way
+        assert simplify(D.dmin(s - 1, s)) == s - 1
+        assert simplify(D.floordiv(b, 2) * 2) == b               # b's divisor makes it exact
+        odd = D.floordiv(s, 2)
+        assert simplify(odd) is odd                              # not affine: unchanged
+    with D.dim_ranges({"s": D.DimRange(1, 1 << 20)}):
+        big = D.mod(-1, s)
+        assert simplify(big) is big                              # too many values to check: unchanged
