@@ -183,3 +183,23 @@ func.func @main(%a: tensor<2x6x4xf32>, %b: tensor<3x2x4x5xf32>, %g: tensor<2x3xi
 }"""
     with pytest.raises(UnsupportedError, match="chlo.ragged_dot.*no batch dims"):
         import_stablehlo(text)
+
+
+def test_broadcasting_ops_on_dynamic_dims():
+    text = """
+func.func @main(%a: tensor<?x4xf32>, %b: tensor<4xf32>, %c: tensor<?x1xf32>) -> (tensor<?x4xf32>, tensor<?x4xi1>) {
+  %0 = chlo.broadcast_add %a, %b : (tensor<?x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+  %1 = chlo.broadcast_compare %0, %c {comparison_direction = #chlo<comparison_direction GT>}
+      : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xi1>
+  return %0, %1 : tensor<?x4xf32>, tensor<?x4xi1>
+}"""
+    with pytest.raises(UnsupportedError, match=r"chlo.broadcast_compare .*arg0_dim0, arg2_dim0 broadcast"):
+        import_stablehlo(text, dynamic={"arg0_dim0": (1, 8), "arg2_dim0": (1, 8)})   # 1 or not at run time?
+    g = import_stablehlo(text.replace("%c: tensor<?x1xf32>", "%c: tensor<1x1xf32>").replace(
+        "tensor<?x1xf32>) -> tensor<?x4xi1>", "tensor<1x1xf32>) -> tensor<?x4xi1>"), dynamic={"arg0_dim0": (1, 8)})
+    rng, _ = fresh_rng()
+    for n in (1, 5):
+        a, b, c = random_array(rng, (n, 4)), random_array(rng, (4,)), random_array(rng, (1, 1))
+        s, gt = interpret(g, [a, b, c])
+        np.testing.assert_allclose(s, a + b, rtol=1e-6)
+        np.testing.assert_array_equal(gt, (a + b) > c)
