@@ -103,7 +103,10 @@ class KernelBuilder:
         self.view_layout: dict[Value, tuple[tuple, tuple]] = {}     # view -> (source shape, strides)
         viewed = set()
         for n in region.nodes:        # graph order: an outer slice is seen before a slice of it
-            src = n.inputs[0] if n.op == "slice" and n is not region.anchor else None
+            # a slice whose start moves with a dynamic dim (x[:, -1] of a dynamic sequence) stays index
+            # math: a view's offset is a fixed byte offset in the launch plan
+            src = (n.inputs[0] if n.op == "slice" and n is not region.anchor and
+                   D.is_static(slice_offset(n)) else None)
             if src in params:
                 self.views[n.outputs[0]] = (src, slice_offset(n))
                 self.view_layout[n.outputs[0]] = (src.shape, tuple(n.attrs["stride"]))

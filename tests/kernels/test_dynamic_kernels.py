@@ -141,3 +141,15 @@ def test_gather_and_sizes_known_at_run_time():
                                                    shape=()), shape=(B, S, 6), broadcast_dimensions=()))
     g = _graph(b, [scaled, sizes], batch=(1, 4), seq=(1, 70))
     check(g, lambda bs, ss: [rng.integers(-50, 50, (bs, ss)).astype(np.int64)], [(1, 1), (4, 70), (2, 9)], seed)
+
+
+def test_slice_whose_start_moves_with_a_dynamic_dim():
+    """x[:, -1] of a dynamic sequence (a decoder's last token): index math, not a fixed-offset view."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (B, S, 8))
+    last = b.add("slice", x, start=(0, S - 1, 0), limit=(B, S, 8), stride=(1, 1, 1))
+    w = b.constant(random_array(rng, (8, 5)))
+    y = b.add("dot_general", b.add("tanh", last), w, lhs_batch=(), rhs_batch=(), lhs_contract=(2,), rhs_contract=(0,))
+    g = _graph(b, [y])
+    check(g, lambda bs, ss: [random_array(rng, (bs, ss, 8))], [(1, 1), (3, 17), (20, 700)], seed)
