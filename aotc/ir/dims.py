@@ -84,11 +84,45 @@ def _atom_key(atom) -> str:
 
 def _make(terms: dict) -> "int | DimExpr":
     terms = {m: c for m, c in terms.items() if c}
+    terms = _undo_exact_divisions(terms)
     if not terms:
         return 0
     if list(terms) == [()]:
         return terms[()]
     return DimExpr(tuple(sorted(terms.items(), key=lambda t: [_atom_key(a) for a in t[0]])))
+
+
+def _step(monomial) -> int:
+    """The step between the values a monomial of bare dims takes: the product of their divisors."""
+    out = 1
+    for atom in monomial:
+        if atom[0] != "s":
+            return 1
+        r = _RANGES.get().get(atom[1])
+        out *= r.divisor if r else 1
+    return out
+
+
+def _divides(a, b: int) -> bool:
+    """b divides `a` for every value of the dims (each term's coefficient times its dims' divisors)."""
+    return all((c * _step(m)) % b == 0 for m, c in _terms(a).items())
+
+
+def _undo_exact_divisions(terms: dict) -> dict:
+    """k*c * floordiv(a, c) -> k * a where c divides a (a dim with divisor 2: 2*(x // 2) == x)."""
+    out: dict = {}
+    for m, c in terms.items():
+        for atom in m:
+            if atom[0] == "floordiv" and isinstance(atom[2], int) and c % atom[2] == 0 and _divides(atom[1], atom[2]):
+                rest = list(m)
+                rest.remove(atom)
+                for m2, c2 in _terms(atom[1]).items():
+                    key = tuple(sorted(tuple(rest) + m2, key=_atom_key))
+                    out[key] = out.get(key, 0) + c // atom[2] * c2
+                break
+        else:
+            out[m] = out.get(m, 0) + c
+    return {m: c for m, c in out.items() if c}
 
 
 def _terms(x) -> dict:
@@ -169,6 +203,8 @@ def mod(a, b):
     if isinstance(a, int) and isinstance(b, int):
         return a % b
     if _exact_div(a, b) is not None:
+        return 0
+    if isinstance(b, int) and b > 0 and _divides(a, b):      # the dims' divisors make it exact
         return 0
     if isinstance(b, int):       # reduce the coefficients: (4*s + 6) % 4 == 2 % 4 when s is whole
         reduced = _make({m: c % b for m, c in _terms(a).items()})

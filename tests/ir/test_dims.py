@@ -93,3 +93,13 @@ def test_ranges_are_validated():
     with pytest.raises(ValueError):
         DimRange(0, 2**31)
     assert str(DimRange(8, 64, 8)) == "8..64 (multiple of 8)"
+
+
+def test_divisors_make_divisions_exact():
+    x = sym("x")
+    with dim_ranges({"x": DimRange(2, 16, 2)}):
+        half = D.floordiv(x, 2)
+        assert half * 2 == x and 6 * half == 3 * x and D.mod(x, 2) == 0
+        assert not D.is_static(D.mod(x, 4))           # a multiple of 2 need not be one of 4
+        assert D.prod([half, 2, 3]) == 3 * x          # a reshape (x, 3) -> (x // 2, 2, 3) verifies
+    assert D.floordiv(x, 2) * 2 != x                  # without the divisor it stays a floor
