@@ -70,6 +70,9 @@ def write_model(repo: str, engine_path: str, device: str = "cpu", instances: int
 def write_repository(repo: str, engine_paths: list[str], device: str = "cpu", instances: int = 1,
                      copy_backend: bool = True) -> list[str]:
     """Writes every engine into `repo` (created if missing); returns the model names."""
+    missing = [p for p in engine_paths if not os.path.isfile(p)]
+    if missing:
+        raise ServingError(f"no engine file at '{missing[0]}'")
     names = [model_name(p) for p in engine_paths]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

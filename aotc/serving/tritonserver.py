@@ -86,11 +86,11 @@ def find_tritonserver(explicit: str | None = None) -> TritonServer:
     raise NoTritonServer(HOW_TO_GET)
 
 
-def server_command(server: TritonServer, repo: str, backend_dir: str, host: str = "127.0.0.1",
+def server_command(server: TritonServer, repos: list[str], backend_dir: str, host: str = "127.0.0.1",
                    http_port: int = 8000, grpc_port: int = 8001, metrics_port: int = 8002,
                    extra: list[str] | None = None) -> list[str]:
-    """tritonserver's command line: the repository, the backend directory and the ports on `host`."""
-    return [server.binary, f"--model-repository={repo}", f"--backend-directory={backend_dir}",
+    """tritonserver's command line: the repositories, the backend directory and the ports on `host`."""
+    return [server.binary, *[f"--model-repository={r}" for r in repos], f"--backend-directory={backend_dir}",
             f"--http-address={host}", f"--http-port={http_port}", f"--grpc-address={host}",
             f"--grpc-port={grpc_port}", f"--metrics-address={host}", f"--metrics-port={metrics_port}",
             "--strict-readiness=true", "--exit-on-error=true", *(extra or [])]
