@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import socket
 from dataclasses import dataclass, field
 
 from aotc.errors import AotcError
@@ -108,3 +109,15 @@ def backend_dir_for(server: TritonServer, root: str) -> str:
     return root
 
 
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """n ports free on `host` right now (for tests and benchmarks that start a server)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()

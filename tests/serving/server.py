@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-from aotc.serving.tritonserver import NoTritonServer, find_tritonserver
+from aotc.serving.tritonserver import NoTritonServer, find_tritonserver, free_ports
 
 
 def require_tritonserver():
@@ -22,16 +21,6 @@ def require_tritonserver():
         if os.environ.get("AOTC_REQUIRE_TRITON") == "1":
             pytest.fail(f"AOTC_REQUIRE_TRITON=1 but {e}")
         pytest.skip(f"no real tritonserver here ({e})")
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 class Server:
