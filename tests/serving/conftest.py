@@ -25,15 +25,26 @@ def _scale_shift():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
+def _flatten():
+    """y = reshape(x, [-1]): x [batch, 8], y [8 * batch], whose dim 0 is not the batch."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])
+    graph = helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["y"])], "flatten", [x], [y],
+                              [helper.make_tensor("shape", TensorProto.INT64, [1], [-1])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
 @pytest.fixture(scope="session")
 def serving_engines(tmp_path_factory):
-    """name -> (engine path, onnx path): mlp (batch 1..32), mlp_static ([4, 32]), seq (batch 1..16, seq 1..16)."""
+    """name -> (engine path, onnx path): mlp (batch 1..32), mlp_static ([4, 32]), seq (batch 1..16,
+    seq 1..16), flatten (batch 1..8, an output whose dim 0 is 8 * batch)."""
     d = tmp_path_factory.mktemp("serving_engines")
     dyn, _ = zoo.with_dynamic_axes(small.mlp(batch=4), axes=("batch",))
     static, _ = small.mlp(batch=4)
     out = {}
     for name, model, dynamic in (("mlp", dyn, {"batch": (1, 32)}), ("mlp_static", static, None),
-                                 ("seq", _scale_shift(), {"batch": (1, 16), "seq": (1, 16)})):
+                                 ("seq", _scale_shift(), {"batch": (1, 16), "seq": (1, 16)}),
+                                 ("flatten", _flatten(), {"batch": (1, 8)})):
         onnx_path = d / f"{name}.onnx"
         onnx.save(model, onnx_path)
         engine = d / f"{name}.engine"

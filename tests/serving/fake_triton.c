@@ -8,7 +8,8 @@
  * Each request argument lists its inputs joined by '+'; TYPE is the TRITONSERVER_DataType
  * number. Prints "config: JSON" when the backend set a config, "response I: OK" with each
  * output written to OUT_DIR/rI_NAME.bin (OUT_DIR is $FAKE_TRITON_OUT) or "response I: ERROR
- * message", and "batch: N" per batch the backend reported. Exit 0 unless the harness
+ * message", and "batch: N" per batch the backend reported. FAKE_TRITON_KIND=gpu makes the
+ * instance KIND_GPU on GPU 0 (with AOTC_LIBCUDA naming aotc's stand-in driver, no GPU needed). Exit 0 unless the harness
  * itself fails (a model that fails to load prints "model: ERROR message").
  */
 #define _POSIX_C_SOURCE 200809L
@@ -65,7 +66,10 @@ TRITONSERVER_Error *TRITONBACKEND_ModelState(TRITONBACKEND_Model *m, void **s) {
 TRITONSERVER_Error *TRITONBACKEND_ModelSetState(TRITONBACKEND_Model *m, void *s) { m->state = s; return NULL; }
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceName(TRITONBACKEND_ModelInstance *i, const char **n) { (void)i; *n = "fake_0"; return NULL; }
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceKind(TRITONBACKEND_ModelInstance *i, TRITONSERVER_InstanceGroupKind *k) {
-  (void)i; *k = TRITONSERVER_INSTANCEGROUPKIND_CPU; return NULL;
+  const char *kind = getenv("FAKE_TRITON_KIND"); /* "gpu": a KIND_GPU instance */
+  (void)i;
+  *k = kind && !strcmp(kind, "gpu") ? TRITONSERVER_INSTANCEGROUPKIND_GPU : TRITONSERVER_INSTANCEGROUPKIND_CPU;
+  return NULL;
 }
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceDeviceId(TRITONBACKEND_ModelInstance *i, int32_t *d) { (void)i; *d = 0; return NULL; }
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceModel(TRITONBACKEND_ModelInstance *i, TRITONBACKEND_Model **m) { *m = i->model; return NULL; }

@@ -42,7 +42,7 @@ def _model_dir(tmp_path, engine):
     return d
 
 
-def _drive(harness, tmp_path, engine, config, requests=(), auto_complete=True):
+def _drive(harness, tmp_path, engine, config, requests=(), auto_complete=True, env=None):
     """Runs the harness; requests are lists of (name, type, array). Returns (lines, outputs by request)."""
     model = _model_dir(tmp_path, engine)
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -56,7 +56,7 @@ def _drive(harness, tmp_path, engine, config, requests=(), auto_complete=True):
         args.append("+".join(specs))
     out = tmp_path / "out"
     out.mkdir()
-    env = dict(os.environ, FAKE_TRITON_OUT=str(out), ASAN_OPTIONS="detect_leaks=1")
+    env = dict(os.environ, FAKE_TRITON_OUT=str(out), ASAN_OPTIONS="detect_leaks=1", **(env or {}))
     proc = subprocess.run([harness, str(model), "m", str(tmp_path / "config.json"), "1" if auto_complete else "0",
                            *args], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
@@ -102,6 +102,16 @@ def test_dims_of_a_second_dynamic_dim_are_minus_one(harness, tmp_path, serving_e
     assert cfg["max_batch_size"] == 16
     assert cfg["input"][0]["dims"] == [-1]
     assert {o["name"]: o["dims"] for o in cfg["output"]} == {"y": [-1], "s": [1]}
+
+
+def test_an_engine_whose_outputs_do_not_follow_the_batch_is_served_unbatched(harness, tmp_path, serving_engines):
+    x = rand((3, 8), 30)
+    lines, out = _drive(harness, tmp_path, serving_engines["flatten"][0], BASE, [[("x", FP32, x)]])
+    cfg = _config(lines)
+    assert cfg["max_batch_size"] == 0 and "dynamic_batching" not in cfg
+    assert cfg["input"][0]["dims"] == [-1, 8] and cfg["output"][0]["dims"] == [-1]
+    assert "response 0: OK" in lines
+    np.testing.assert_array_equal(np.fromfile(out / "r0_y.bin", np.float32), x.reshape(-1))
 
 
 def test_requests_are_batched_split_back_and_a_bad_one_fails_alone(harness, tmp_path, serving_engines):
@@ -185,3 +195,24 @@ def test_an_unreadable_config_or_engine_is_an_error_not_a_crash(harness, tmp_pat
     bad.write_bytes(bytes(data))
     lines, _ = _drive(harness, tmp_path, str(bad), BASE)
     assert any(line.startswith("model: ERROR") for line in lines), lines
+
+
+def test_a_kind_gpu_instance_runs_batches_on_the_cuda_device(harness, tmp_path, serving_engines):
+    """KIND_GPU -> a cuda context, through aotc's stand-in CUDA driver (no GPU here)."""
+    import aotc
+    from aotc.bench.models import small, zoo
+    from aotc.testing import fakecuda
+    model, _ = zoo.with_dynamic_axes(small.mlp(batch=4), axes=("batch",))
+    engine = tmp_path / "mlp_sm80.engine"
+    aotc.compile(model, str(engine), arch="sm_80", dynamic={"batch": (1, 32)})
+    xs = [rand((2, 32), 40), rand((5, 32), 41)]
+    lines, out = _drive(harness, tmp_path, str(engine), BASE, [[("x", FP32, x)] for x in xs],
+                        env={"FAKE_TRITON_KIND": "gpu", "AOTC_LIBCUDA": fakecuda.library_path()})
+    assert "log: aotc: instance 'fake_0' on cuda" in lines
+    assert [line for line in lines if line.startswith(("response", "batch"))] == [
+        "response 0: OK", "response 1: OK", "batch: 7"]
+    onnx_path = serving_engines["mlp"][1]
+    for i, x in enumerate(xs):
+        (name, want), = reference(onnx_path, {"x": x}).items()
+        np.testing.assert_allclose(np.fromfile(out / f"r{i}_{name}.bin", np.float32).reshape(want.shape), want,
+                                   rtol=1e-5, atol=1e-6)

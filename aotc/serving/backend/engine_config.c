@@ -57,7 +57,49 @@ static int find_batch_dim(const aotc_engine_desc_t *d) {
   return b;
 }
 
-aotc_status_t aotc_engine_desc_init(const aotc_engine_t *engine, aotc_engine_desc_t *d) {
+/* Sets every input's shape with the batch dim at b and the other dynamic dims at their minimum. */
+static aotc_status_t set_probe_shapes(aotc_context_t *ctx, const aotc_engine_desc_t *d, int64_t b) {
+  size_t i, k;
+  for (i = 0; i < d->input_count; ++i) {
+    const aotc_tensor_info_t *t = &d->inputs[i];
+    int64_t dims[AOTC_MAX_RANK];
+    for (k = 0; k < t->rank; ++k) {
+      int idx = t->dim_index[k];
+      dims[k] = idx == d->batch_dim ? b : idx >= 0 ? (int64_t)d->dims[idx].min : (int64_t)t->dims[k];
+    }
+    AOTC_RETURN_IF_ERROR(aotc_context_set_input_shape(ctx, t->name, t->rank, dims));
+  }
+  return NULL;
+}
+
+/* Does every output's dim 0 follow the batch (1 and the max), its other dims not? The shape
+ * program answers without running anything; a cpu context asks it. 1 yes, 0 no, -1 cannot tell. */
+static int outputs_follow_batch(aotc_engine_t *engine, const aotc_engine_desc_t *d) {
+  aotc_context_t *ctx = NULL;
+  int64_t first[AOTC_MAX_RANK], dims[AOTC_MAX_RANK];
+  int64_t batches[2];
+  size_t o, k, rank, first_rank = 0;
+  int pass, ok = 1;
+  aotc_status_t s = aotc_context_create(engine, AOTC_DEVICE_CPU, &ctx);
+  if (s) { aotc_status_free(s); return -1; }
+  batches[0] = 1;
+  batches[1] = d->batch_max;
+  for (o = 0; ok && o < d->output_count; ++o) {
+    for (pass = 0; ok && pass < 2; ++pass) {
+      s = set_probe_shapes(ctx, d, batches[pass]);
+      if (!s) s = aotc_context_get_output_shape(ctx, d->outputs[o].name, &rank, dims);
+      if (s) { aotc_status_free(s); ok = 0; break; }
+      if (rank == 0 || dims[0] != batches[pass]) ok = 0;
+      if (pass == 0) { memcpy(first, dims, sizeof first); first_rank = rank; }
+      else if (rank != first_rank) ok = 0;
+      else for (k = 1; k < rank; ++k) if (dims[k] != first[k]) ok = 0;
+    }
+  }
+  aotc_context_release(ctx);
+  return ok;
+}
+
+aotc_status_t aotc_engine_desc_init(aotc_engine_t *engine, aotc_engine_desc_t *d) {
   size_t i;
   memset(d, 0, sizeof *d);
   d->input_count = aotc_engine_input_count(engine);
@@ -84,6 +126,10 @@ aotc_status_t aotc_engine_desc_init(const aotc_engine_t *engine, aotc_engine_des
   }
   d->batch_dim = find_batch_dim(d);
   d->batch_max = d->batch_dim >= 0 ? d->dims[d->batch_dim].max : 0;
+  if (d->batch_dim >= 0 && outputs_follow_batch(engine, d) == 0) {
+    d->batch_dim = -1; /* e.g. an output that flattens or reduces the batch */
+    d->batch_max = 0;
+  }
   return NULL;
 }
 

@@ -5,7 +5,7 @@
  * and refuse one that disagrees with the engine, saying what differs. An
  * engine serves batches when dim 0 of every input is one dynamic dim that
  * starts at 1 with divisor 1, appears nowhere else in the inputs, and dim 0
- * of every output is computed from it: then max_batch_size may be up to that
+ * of every output is computed from it and equals it: then max_batch_size may be up to that
  * dim's maximum and Triton's dynamic batcher concatenates requests along it.
  */
 #ifndef AOTC_ENGINE_CONFIG_H_
@@ -25,8 +25,11 @@ typedef struct aotc_engine_desc_s {
   uint32_t batch_max; /* its maximum (0 when batch_dim < 0) */
 } aotc_engine_desc_t;
 
-/* Fills desc from the engine (freed with aotc_engine_desc_free). */
-aotc_status_t aotc_engine_desc_init(const aotc_engine_t *engine, aotc_engine_desc_t *desc);
+/* Fills desc from the engine (freed with aotc_engine_desc_free). A batch dim must also pass
+ * a probe: on a temporary cpu context the engine's shape program must give every output dim
+ * 0 equal to the batch, at 1 and at the maximum, and the same other dims (nothing runs). An
+ * engine without a host build cannot be probed and keeps the structural rule above. */
+aotc_status_t aotc_engine_desc_init(aotc_engine_t *engine, aotc_engine_desc_t *desc);
 void aotc_engine_desc_free(aotc_engine_desc_t *desc);
 
 /* Triton's name for an aotc dtype, e.g. "TYPE_FP32"; NULL if it has none. */
