@@ -73,10 +73,21 @@ def serve(targets, http_port, grpc_port, metrics_port, device, instances, host, 
         sys.exit(1)
 
 
+def _own_group_dying_with_parent():
+    """In the child: a process group of its own, so a terminal's Ctrl-C reaches it once (forwarded by
+    us; Triton gives up waiting on a second signal), and SIGTERM when aotc serve dies (Linux)."""
+    os.setpgid(0, 0)
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _run_foreground(cmd: list[str], env: dict) -> int:
     """Runs the server; SIGTERM, SIGINT and SIGHUP are passed on to it as SIGTERM. Returns its exit code
     (0 when it stopped because it was told to)."""
-    proc = subprocess.Popen(cmd, env=env)
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=_own_group_dying_with_parent)
     stopping = []
 
     def forward(signum, frame):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from click.testing import CliRunner
 
 from aotc.cli.main import main
@@ -18,6 +19,7 @@ FAKE_SERVER = """#!/bin/sh
 echo "$@" > "$0.args"
 ls "$(echo "$@" | tr ' ' '\\n' | sed -n 's/^--model-repository=//p' | head -1)" > "$0.models"
 trap 'echo stopped >> "$0.args"; exit 0' TERM
+trap 'echo interrupted >> "$0.args"' INT
 while true; do sleep 0.05; done
 """
 
@@ -50,14 +52,17 @@ def test_errors_are_one_line(serving_engines, tmp_path, monkeypatch):
         assert len(result.output.strip().splitlines()) == 1, result.output
 
 
-def test_serve_runs_tritonserver_in_the_foreground_until_sigterm(serving_engines, tmp_path):
+@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
+def test_serve_runs_tritonserver_in_the_foreground_until_stopped(serving_engines, tmp_path, how):
+    """SIGTERM to aotc serve, or Ctrl-C (SIGINT to the terminal's process group): the server gets
+    exactly one SIGTERM (a second signal makes Triton give up its graceful shutdown)."""
     fake = tmp_path / "tritonserver"
     fake.write_text(FAKE_SERVER)
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     proc = subprocess.Popen([sys.executable, "-c", "from aotc.cli.main import main; main()", "serve",
                              serving_engines["mlp"][0], "--tritonserver", str(fake), "--http-port", "9100",
                              "--grpc-port", "9101", "--metrics-port", "9102"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     args_file = tmp_path / "tritonserver.args"
     deadline = time.monotonic() + 60
     while not (tmp_path / "tritonserver.models").exists() and time.monotonic() < deadline and proc.poll() is None:
@@ -68,8 +73,11 @@ def test_serve_runs_tritonserver_in_the_foreground_until_sigterm(serving_engines
             "--http-port=9100", "--grpc-port=9101", "--metrics-port=9102"} <= set(args)
     repo = next(a.split("=", 1)[1] for a in args if a.startswith("--model-repository="))
     assert (tmp_path / "tritonserver.models").read_text().split() == ["mlp"]
-    proc.send_signal(signal.SIGTERM)
+    if how == "sigterm":
+        proc.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(proc.pid, signal.SIGINT)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
-    assert args_file.read_text().strip().endswith("stopped")
+    assert args_file.read_text().splitlines()[1:] == ["stopped"]
     assert not os.path.exists(repo)  # the generated repository is cleaned up
