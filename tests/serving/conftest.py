@@ -37,14 +37,16 @@ def _flatten():
 @pytest.fixture(scope="session")
 def serving_engines(tmp_path_factory):
     """name -> (engine path, onnx path): mlp (batch 1..32), mlp_static ([4, 32]), seq (batch 1..16,
-    seq 1..16), flatten (batch 1..8, an output whose dim 0 is 8 * batch)."""
+    seq 1..16), flatten (batch 1..8, an output whose dim 0 is 8 * batch), t5 (a T5 layer: two int64
+    inputs, batch 1..8)."""
     d = tmp_path_factory.mktemp("serving_engines")
     dyn, _ = zoo.with_dynamic_axes(small.mlp(batch=4), axes=("batch",))
     static, _ = small.mlp(batch=4)
+    t5, _ = zoo.with_dynamic_axes(zoo.t5_layer(), axes=("batch",))
     out = {}
     for name, model, dynamic in (("mlp", dyn, {"batch": (1, 32)}), ("mlp_static", static, None),
                                  ("seq", _scale_shift(), {"batch": (1, 16), "seq": (1, 16)}),
-                                 ("flatten", _flatten(), {"batch": (1, 8)})):
+                                 ("flatten", _flatten(), {"batch": (1, 8)}), ("t5", t5, {"batch": (1, 8)})):
         onnx_path = d / f"{name}.onnx"
         onnx.save(model, onnx_path)
         engine = d / f"{name}.engine"

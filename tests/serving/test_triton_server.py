@@ -26,7 +26,7 @@ _CLIENTS = []  # closed before the server stops: Triton waits for open HTTP conn
 def server(serving_engines, tmp_path_factory):
     require_tritonserver()
     log = tmp_path_factory.mktemp("triton") / "server.log"
-    srv = Server([serving_engines[n][0] for n in ("mlp", "mlp_static", "seq")], str(log),
+    srv = Server([serving_engines[n][0] for n in ("mlp", "mlp_static", "seq", "t5")], str(log),
                  ["--instances", "2"])
     try:
         srv.wait_ready()
@@ -142,6 +142,30 @@ def test_concurrent_clients_are_batched_and_statistics_show_it(server, serving_e
     assert executions < requests, "no two requests ever ran as one batch"
     assert max(int(b["batch_size"]) for b in stats["batch_stats"]) > 3  # rows: requests carry 1-3 each
     assert stats["inference_stats"]["compute_infer"]["ns"] > 0 and stats["inference_stats"]["queue"]["count"] > 0
+
+
+def test_a_model_with_two_int64_inputs_batches_both(server, serving_engines):
+    """T5 layer: input_ids and attention_mask (int64) concatenated together, over gRPC."""
+    onnx_path = serving_engines["t5"][1]
+
+    def client(i):
+        c = _client(server, "grpc")
+        rng = np.random.default_rng(500 + i)
+        for k in range(4):
+            b = 1 + (i + k) % 3
+            feeds = {"input_ids": rng.integers(0, 64, (b, 12)),
+                     "attention_mask": (rng.random((b, 12)) > 0.2).astype(np.int64)}
+            inputs = []
+            for name, arr in feeds.items():
+                t = tg.InferInput(name, list(arr.shape), "INT64")
+                t.set_data_from_numpy(arr)
+                inputs.append(t)
+            (name, want), = reference(onnx_path, feeds).items()
+            np.testing.assert_allclose(c.infer("t5", inputs).as_numpy(name), want, rtol=1e-5, atol=1e-5)
+        return True
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(client, range(8)))
 
 
 def test_sigterm_stops_the_server_cleanly(serving_engines, tmp_path):
