@@ -82,6 +82,26 @@ def test_auto_complete_fills_a_batching_config_from_the_engine(harness, tmp_path
     assert "harness: done" in lines
 
 
+def test_the_rest_of_the_config_survives_auto_complete_unchanged(harness, tmp_path, serving_engines):
+    extra = {"parameters": {"note": {"string_value": "caf\u00e9 \"q\" \\ \n\t\U0001F600"}},
+             "version_policy": {"specific": {"versions": ["1", "2"]}}, "optimization": {"priority": "PRIORITY_MAX"},
+             "model_warmup": [], "flag": True, "none": None, "ratio": -1.5e3}
+    lines, _ = _drive(harness, tmp_path, serving_engines["mlp"][0], {**BASE, **extra})
+    cfg = _config(lines)
+    for key, value in extra.items():
+        assert cfg[key] == value, key
+
+
+def test_a_malformed_config_is_an_error_naming_the_byte(harness, tmp_path, serving_engines):
+    model = _model_dir(tmp_path, serving_engines["mlp"][0])
+    (tmp_path / "config.json").write_text('{"name": "m", "input": [1, 2,, 3]}')
+    proc = subprocess.run([harness, str(model), "m", str(tmp_path / "config.json"), "1"], capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, FAKE_TRITON_OUT=str(tmp_path)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "model: ERROR model 'm': cannot read its configuration: bad JSON at byte 29: unexpected character" \
+        in proc.stdout.splitlines(), proc.stdout
+
+
 def test_auto_complete_of_a_static_engine_keeps_max_batch_size_zero(harness, tmp_path, serving_engines):
     engine, onnx_path = serving_engines["mlp_static"]
     x = rand((4, 32), 3)

@@ -9,14 +9,14 @@
 #define JT_MAX_DEPTH 64
 
 typedef struct {
-  const char *p, *end;
+  const char *start, *p, *end;
   char *err;
   size_t err_len;
 } jt_parser_t;
 
 static void *fail(jt_parser_t *ps, const char *what) {
   if (ps->err && ps->err_len && !ps->err[0])
-    snprintf(ps->err, ps->err_len, "bad JSON at byte %ld: %s", (long)(ps->end - ps->p), what);
+    snprintf(ps->err, ps->err_len, "bad JSON at byte %ld: %s", (long)(ps->p - ps->start), what);
   return NULL;
 }
 
@@ -209,7 +209,7 @@ static jt_value_t *parse_value(jt_parser_t *ps, int depth) {
 jt_value_t *jt_parse(const char *text, size_t size, char *err, size_t err_len) {
   jt_parser_t ps;
   jt_value_t *v;
-  ps.p = text; ps.end = text + size; ps.err = err; ps.err_len = err_len;
+  ps.start = ps.p = text; ps.end = text + size; ps.err = err; ps.err_len = err_len;
   if (err && err_len) err[0] = '\0';
   v = parse_value(&ps, 0);
   if (!v) return NULL;
