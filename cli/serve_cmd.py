@@ -9,6 +9,7 @@ the repository, for a Triton container or a KServe InferenceService.
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -18,7 +19,14 @@ import tempfile
 
 import click
 
-from aotc.cli.main import handle_errors
+
+def handle_errors(fn):
+    """cli.main's one-line-error wrapper, looked up at call time (cli.main imports this module)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from .main import handle_errors as wrap
+        return wrap(fn)(*args, **kwargs)
+    return wrapper
 
 
 @click.command("serve")

@@ -30,7 +30,7 @@ class Server:
         self.http, self.grpc, self.metrics = free_ports(3)
         self.log_path = log_path
         self.log = open(log_path, "w")
-        cmd = [sys.executable, "-c", "from aotc.cli.main import main; main()", "serve", *targets, "--http-port", str(self.http),
+        cmd = [sys.executable, "-m", "aotc.cli.main", "serve", *targets, "--http-port", str(self.http),
                "--grpc-port", str(self.grpc), "--metrics-port", str(self.metrics), *extra]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         self.url_http = f"127.0.0.1:{self.http}"
