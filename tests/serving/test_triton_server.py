@@ -5,6 +5,7 @@ and a clean shutdown on SIGTERM. Skipped (with the reason) where no tritonserver
 from __future__ import annotations
 
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -142,6 +143,13 @@ def test_concurrent_clients_are_batched_and_statistics_show_it(server, serving_e
     assert executions < requests, "no two requests ever ran as one batch"
     assert max(int(b["batch_size"]) for b in stats["batch_stats"]) > 3  # rows: requests carry 1-3 each
     assert stats["inference_stats"]["compute_infer"]["ns"] > 0 and stats["inference_stats"]["queue"]["count"] > 0
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics}/metrics", timeout=30) as r:
+        metrics = r.read().decode()
+    counts = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+              if line.startswith(("nv_inference_request_success{", "nv_inference_exec_count{"))
+              and 'model="mlp"' in line}
+    assert counts["nv_inference_request_success"] >= 128
+    assert 0 < counts["nv_inference_exec_count"] < counts["nv_inference_request_success"]
 
 
 def test_a_model_with_two_int64_inputs_batches_both(server, serving_engines):
