@@ -201,7 +201,6 @@ static TRITONSERVER_Error *run_group(instance_state_t *st, request_t **group, si
   uint64_t total = 0, compute_start, compute_end, row;
   size_t t, j;
   for (j = 0; j < n; ++j) total += group[j]->rows;
-  compute_start = aotc_backend_now_ns();
   for (t = 0; t < d->input_count; ++t) {
     const aotc_tensor_info_t *info = &d->inputs[t];
     int64_t dims[AOTC_MAX_RANK];
@@ -217,6 +216,7 @@ static TRITONSERVER_Error *run_group(instance_state_t *st, request_t **group, si
     RETURN_IF_TRITON_ERROR(aotc_backend_from_status(
         aotc_context_set_input_shape(st->ctx, info->name, info->rank, dims), "setting the input shape"));
   }
+  compute_start = aotc_backend_now_ns(); /* Triton's compute_input: gathering the inputs above */
   RETURN_IF_TRITON_ERROR(aotc_backend_from_status(aotc_context_run(st->ctx), "running the engine"));
   compute_end = aotc_backend_now_ns();
   for (t = 0; t < d->output_count; ++t) {
@@ -299,14 +299,14 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
     r->shapes = shapes + (size_t)i * per_request;
     r->error = check_request(st->model, r);
     if (n && (r->error || mbs <= 0 || rows + r->rows > (uint64_t)mbs || !same_inner_shapes(st->model, group[0], r))) {
-      run_or_split(st, group, n, exec_start);
+      run_or_split(st, group, n, aotc_backend_now_ns()); /* waiting on earlier groups is queue time */
       n = 0;
       rows = 0;
     }
     if (r->error) fail_request(instance, r, exec_start);
     else { group[n++] = r; rows += r->rows; }
   }
-  if (n) run_or_split(st, group, n, exec_start);
+  if (n) run_or_split(st, group, n, aotc_backend_now_ns());
   for (i = 0; i < count; ++i) {
     TRITONSERVER_ErrorDelete(reqs[i].error);
     TRITONSERVER_ErrorDelete(TRITONBACKEND_RequestRelease(requests[i], AOTC_TRITON_REQUEST_RELEASE_ALL));
