@@ -81,3 +81,18 @@ def test_serve_runs_tritonserver_in_the_foreground_until_stopped(serving_engines
     assert proc.returncode == 0, out
     assert args_file.read_text().splitlines()[1:] == ["stopped"]
     assert not os.path.exists(repo)  # the generated repository is cleaned up
+
+
+def test_a_repository_is_served_as_it_is_beside_engines(serving_engines, tmp_path):
+    repo = tmp_path / "repo"
+    assert CliRunner().invoke(main, ["serve", "--write-repo", str(repo), serving_engines["seq"][0]]).exit_code == 0
+    fake = tmp_path / "tritonserver"
+    fake.write_text("#!/bin/sh\necho \"$@\" > \"$0.args\"\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    result = CliRunner().invoke(main, ["serve", str(repo), serving_engines["mlp"][0], "--tritonserver", str(fake),
+                                       "--host", "0.0.0.0", "--instances", "3"])
+    assert result.exit_code == 0, result.output
+    args = (tmp_path / "tritonserver.args").read_text().split()
+    repos = [a.split("=", 1)[1] for a in args if a.startswith("--model-repository=")]
+    assert repos[0] == str(repo) and len(repos) == 2
+    assert "--http-address=0.0.0.0" in args
