@@ -12,7 +12,9 @@ result as the aotc backend does. N client threads send M requests each (or
 stop at the time cap), each of --rows rows drawn from a pool of fresh random
 inputs whose onnxruntime outputs were computed beforehand; every response is
 checked against them. Reported per model: requests/s, p50/p99 latency, errors,
-checked responses, and Triton's mean batch size (requests per execution).
+checked responses, and Triton's mean batch size (requests per execution);
+`aotc_direct` is the baseline without a server: one aotc context in this
+process running the same requests one after another.
 The aotc model runs on the `cpu` device (the host build of its CUDA kernels,
 for validation, not speed); with a GPU pass --device cuda.
 """
@@ -216,6 +218,31 @@ def load(model_name, url, protocol, pool, threads, requests, time_cap):
             "p50_ms": round(float(np.percentile(lat, 50)), 3), "p99_ms": round(float(np.percentile(lat, 99)), 3)}
 
 
+def direct(engine_path, device, pool, count, time_cap):
+    """The baseline without a server: one aotc context in this process runs the same requests one
+    after another (no batching, no transport)."""
+    import aotc
+    ctx = aotc.Engine(engine_path).create_context(device)
+    latencies, errors = [], 0
+    stop_at = time.monotonic() + time_cap
+    t0 = time.perf_counter()
+    for k in range(count):
+        if time.monotonic() > stop_at:
+            break
+        x, want, out_name = pool[k % len(pool)]
+        t = time.perf_counter()
+        got = ctx.run({"x": x})[out_name]
+        latencies.append(time.perf_counter() - t)
+        errors += not np.allclose(got, want, rtol=1e-4, atol=1e-5)
+    wall = time.perf_counter() - t0
+    ctx.close()
+    lat = np.array(latencies) * 1e3
+    return {"requests": len(latencies), "errors": int(errors), "first_error": "wrong result" if errors else None,
+            "checked": len(latencies) - int(errors), "wall_s": round(wall, 3),
+            "requests_per_s": round(len(latencies) / wall, 1), "p50_ms": round(float(np.percentile(lat, 50)), 3),
+            "p99_ms": round(float(np.percentile(lat, 99)), 3), "mean_batch": 1.0}
+
+
 def mean_batch(url, model):
     import tritonclient.http as th
     c = th.InferenceServerClient(url)
@@ -257,6 +284,8 @@ def main(argv=None):
                 r = load(name, url, args.protocol, pool, args.threads, args.requests, args.time_cap)
                 r["mean_batch"] = mean_batch(f"127.0.0.1:{http}", name)
                 results[name] = r
+            results["aotc_direct"] = direct(os.path.join(repo, "aotc_mlp", "1", "model.engine"), args.device, pool,
+                                            args.threads * args.requests, args.time_cap)
         finally:
             proc.terminate()
             proc.wait(60)
@@ -266,9 +295,9 @@ def main(argv=None):
     else:
         print(f"{args.threads} threads x {args.requests} requests, {args.rows} row(s) each, {args.protocol}, "
               f"max_batch {args.max_batch}, {args.instances} instance(s), aotc on {args.device}")
-        print(f"{'model':<10} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'batch':>6} {'checked':>8} {'errors':>6}")
+        print(f"{'model':<11} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'batch':>6} {'checked':>8} {'errors':>6}")
         for name, r in results.items():
-            print(f"{name:<10} {r['requests_per_s']:>8} {r['p50_ms']:>8} {r['p99_ms']:>8} {r['mean_batch']:>6} "
+            print(f"{name:<11} {r['requests_per_s']:>8} {r['p50_ms']:>8} {r['p99_ms']:>8} {r['mean_batch']:>6} "
                   f"{r['checked']:>8} {r['errors']:>6}" + (f"  ({r['first_error']})" if r["errors"] else ""))
     return 1 if any(r["errors"] for r in results.values()) else 0
 

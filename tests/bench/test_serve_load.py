@@ -26,7 +26,7 @@ def test_a_short_load_run_checks_every_response(capsys):
         pytest.skip("this Python has no shared libpython for Triton's Python backend stub")
     assert serve_load.main(["--threads", "3", "--requests", "6", "--time-cap", "60", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    for name in ("aotc_mlp", "ort_mlp"):
+    for name in ("aotc_mlp", "ort_mlp", "aotc_direct"):
         r = report["results"][name]
         assert r["errors"] == 0 and r["checked"] == r["requests"] == 18, r
         assert r["requests_per_s"] > 0 and r["p99_ms"] >= r["p50_ms"] > 0
