@@ -91,7 +91,7 @@ def build_repo(work, max_batch, instances, device):
     model, _ = zoo.with_dynamic_axes(small.mlp(batch=4), axes=("batch",))
     repo = os.path.join(work, "repo")
     engine = os.path.join(work, "aotc_mlp.engine")
-    aotc.compile(model, engine, arch="none" if device == "cpu" else "sm_80,sm_90", dynamic={"batch": (1, max_batch)})
+    aotc.compile(model, engine, arch="none" if device == "cpu" else None, dynamic={"batch": (1, max_batch)})
     model_repo.write_repository(repo, [engine], device, instances)
     ort_dir = os.path.join(repo, "ort_mlp", "1")
     os.makedirs(ort_dir)
