@@ -12,14 +12,14 @@ from __future__ import annotations
 import os
 
 from aotc.package.c_build import build_cached
+from aotc.package.runtime_binding import _HEADERS as RUNTIME_HEADERS
+from aotc.package.runtime_binding import _SOURCES as RUNTIME_SOURCES  # one list, kept by the runtime
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SRC = os.path.join(_HERE, "backend")
 BACKEND_SOURCES = ["json_tree.c", "engine_config.c", "triton_aotc.c", "triton_execute.c"]
 BACKEND_HEADERS = ["json_tree.h", "engine_config.h", "triton_api.h", "backend_state.h"]
 _RUNTIME = os.path.join("..", "..", "package", "runtime")
-RUNTIME_SOURCES = ["status.c", "engine.c", "plan.c", "context.c", "shape.c", "device_cpu.c", "device_cuda.c"]
-RUNTIME_HEADERS = ["aotc_runtime.h", "aotc_internal.h"]
 LIB_NAME = "libtriton_aotc.so"
 
 
