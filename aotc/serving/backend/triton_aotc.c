@@ -98,7 +98,7 @@ static TRITONSERVER_Error *configure(TRITONBACKEND_Model *model, model_state_t *
   TRITONSERVER_Error *e;
   RETURN_IF_TRITON_ERROR(TRITONBACKEND_ModelConfig(model, AOTC_TRITON_CONFIG_VERSION, &msg));
   if ((e = TRITONSERVER_MessageSerializeToJson(msg, &json, &json_size))) {
-    TRITONSERVER_MessageDelete(msg);
+    TRITONSERVER_ErrorDelete(TRITONSERVER_MessageDelete(msg));
     return e;
   }
   config = jt_parse(json, json_size, err, sizeof err);
