@@ -19,20 +19,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FP32, FP16 = 11, 10
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory):
+def _build_harness(directory, flags):
     cc = shutil.which("cc") or shutil.which("gcc")
     src = os.path.join(os.path.dirname(backend_build.__file__), "backend")
     runtime = os.path.normpath(os.path.join(src, backend_build._RUNTIME))
-    exe = tmp_path_factory.mktemp("fake_triton") / "fake_triton"
-    cmd = [cc, "-std=c99", "-g", "-Wall", "-Wextra", "-Werror", "-fsanitize=address,undefined",
-           "-fno-sanitize-recover=undefined", f"-I{src}", f"-I{runtime}", os.path.join(HERE, "fake_triton.c"),
+    exe = directory / "fake_triton"
+    cmd = [cc, "-std=c99", "-g", "-Wall", "-Wextra", "-Werror", *flags, f"-I{src}", f"-I{runtime}",
+           os.path.join(HERE, "fake_triton.c"),
            *[os.path.join(src, f) for f in backend_build.BACKEND_SOURCES],
            *[os.path.join(runtime, f) for f in backend_build.RUNTIME_SOURCES],
            "-o", str(exe), "-ldl", "-lpthread"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return str(exe)
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    """The stand-in Triton and the backend, under AddressSanitizer and UBSan."""
+    return _build_harness(tmp_path_factory.mktemp("fake_triton"),
+                          ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"])
 
 
 def _model_dir(tmp_path, engine):
@@ -42,7 +48,7 @@ def _model_dir(tmp_path, engine):
     return d
 
 
-def _drive(harness, tmp_path, engine, config, requests=(), auto_complete=True, env=None):
+def _drive(harness, tmp_path, engine, config, requests=(), auto_complete=True, env=None, wrapper=()):
     """Runs the harness; requests are lists of (name, type, array). Returns (lines, outputs by request)."""
     model = _model_dir(tmp_path, engine)
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -57,7 +63,7 @@ def _drive(harness, tmp_path, engine, config, requests=(), auto_complete=True, e
     out = tmp_path / "out"
     out.mkdir()
     env = dict(os.environ, FAKE_TRITON_OUT=str(out), ASAN_OPTIONS="detect_leaks=1", **(env or {}))
-    proc = subprocess.run([harness, str(model), "m", str(tmp_path / "config.json"), "1" if auto_complete else "0",
+    proc = subprocess.run([*wrapper, harness, str(model), "m", str(tmp_path / "config.json"), "1" if auto_complete else "0",
                            *args], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert "ERROR: AddressSanitizer" not in proc.stderr and "runtime error" not in proc.stderr, proc.stderr[-5000:]
@@ -238,3 +244,16 @@ def test_a_kind_gpu_instance_runs_batches_on_the_cuda_device(harness, tmp_path, 
         (name, want), = reference(onnx_path, {"x": x}).items()
         np.testing.assert_allclose(np.fromfile(out / f"r{i}_{name}.bin", np.float32).reshape(want.shape), want,
                                    rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_batching_and_errors_are_clean_under_valgrind(tmp_path, serving_engines):
+    exe = _build_harness(tmp_path, ["-O1"])
+    xs = [rand((2, 32), 50), rand((3, 32), 51)]
+    lines, _ = _drive(exe, tmp_path, serving_engines["mlp"][0], BASE,
+                      [[("x", FP32, xs[0])], [("x", FP16, xs[0].astype(np.float16))], [("x", FP32, xs[1])]],
+                      wrapper=["valgrind", "--quiet", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect",
+                               "--error-exitcode=99"])
+    assert [line for line in lines if line.startswith(("response", "batch"))] == [
+        "response 0: OK", "batch: 2", "response 1: ERROR input 'x' has the wrong data type: the model takes FP32",
+        "response 2: OK", "batch: 3"]
