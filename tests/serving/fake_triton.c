@@ -220,7 +220,10 @@ int main(int argc, char **argv) {
     report("model finalize", TRITONBACKEND_ModelFinalize(&model));
   }
   for (i = 0; i < nreq; ++i) {
-    if (executed && (!reqs[i].released || reqs[i].responses != 1)) { printf("harness: request %d released %d, %d responses\n", i, reqs[i].released, reqs[i].responses); return 3; }
+    if (executed && (!reqs[i].released || reqs[i].responses != 1)) {
+      printf("harness: request %d released %d, %d responses\n", i, reqs[i].released, reqs[i].responses);
+      return 3;
+    }
     for (j = 0; j < reqs[i].n_in; ++j) { free(reqs[i].in[j].name); free(reqs[i].in[j].data); }
   }
   free(reqs); free(ptrs); free(model.config);

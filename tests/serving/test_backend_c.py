@@ -63,8 +63,8 @@ def _drive(harness, tmp_path, engine, config, requests=(), auto_complete=True, e
     out = tmp_path / "out"
     out.mkdir()
     env = dict(os.environ, FAKE_TRITON_OUT=str(out), ASAN_OPTIONS="detect_leaks=1", **(env or {}))
-    proc = subprocess.run([*wrapper, harness, str(model), "m", str(tmp_path / "config.json"), "1" if auto_complete else "0",
-                           *args], capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run([*wrapper, harness, str(model), "m", str(tmp_path / "config.json"),
+                           "1" if auto_complete else "0", *args], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert "ERROR: AddressSanitizer" not in proc.stderr and "runtime error" not in proc.stderr, proc.stderr[-5000:]
     lines = proc.stdout.splitlines()

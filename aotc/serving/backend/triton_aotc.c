@@ -103,7 +103,9 @@ static TRITONSERVER_Error *configure(TRITONBACKEND_Model *model, model_state_t *
   }
   config = jt_parse(json, json_size, err, sizeof err);
   TRITONSERVER_ErrorDelete(TRITONSERVER_MessageDelete(msg));
-  if (!config) return aotc_backend_errorf(TRITONSERVER_ERROR_INTERNAL, "model '%s': cannot read its configuration: %s", m->name, err);
+  if (!config)
+    return aotc_backend_errorf(TRITONSERVER_ERROR_INTERNAL, "model '%s': cannot read its configuration: %s",
+                               m->name, err);
   if ((e = TRITONBACKEND_ModelAutoCompleteConfig(model, &auto_complete))) { jt_free(config); return e; }
   if (aotc_engine_config_check(&m->desc, config, auto_complete, &changed, &mbs, err, sizeof err)) {
     jt_free(config);
@@ -253,7 +255,10 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
   st->out_dims = (int64_t *)calloc((m->desc.output_count + 1) * AOTC_MAX_RANK, sizeof(int64_t));
   st->out_rank = (size_t *)calloc(m->desc.output_count + 1, sizeof(size_t));
   st->instance = instance;
-  if (!st->in_buf || !st->out_buf || !st->out_dims || !st->out_rank) { instance_state_free(st); return aotc_backend_errorf(TRITONSERVER_ERROR_INTERNAL, "out of memory"); }
+  if (!st->in_buf || !st->out_buf || !st->out_dims || !st->out_rank) {
+    instance_state_free(st);
+    return aotc_backend_errorf(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
   if ((s = aotc_context_create(engine, device, &st->ctx))) {
     e = aotc_backend_from_status(s, device == AOTC_DEVICE_CUDA ? "creating a cuda context" : "creating a cpu context");
     instance_state_free(st);
