@@ -1,6 +1,7 @@
 """Builds the aotc C runtime as a plain shared library, aotc/package/_aotc_runtime.so,
-and the stand-in CUDA driver used to test the cuda path without a GPU,
-aotc/testing/_fakecuda.so (aotc/testing/fakecuda/).
+the stand-in CUDA driver used to test the cuda path without a GPU,
+aotc/testing/_fakecuda.so (aotc/testing/fakecuda/), and the Triton backend,
+aotc/serving/libtriton_aotc.so (aotc/serving/backend/).
 
 Package metadata lives in pyproject.toml; this file only adds the runtime.
 It is an ordinary C shared library (C99, libc + dlopen + pthreads), not a
@@ -34,7 +35,7 @@ class build_runtime(build_ext):
 
     def get_ext_filename(self, fullname):
         name = super().get_ext_filename(fullname)
-        if fullname.split(".")[-1] in ("_aotc_runtime", "_fakecuda"):
+        if fullname.split(".")[-1] in ("_aotc_runtime", "_fakecuda", "libtriton_aotc"):
             suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
             if name.endswith(suffix):
                 name = name[: -len(suffix)] + ".so"
@@ -62,7 +63,20 @@ fakecuda = Extension(
     libraries=["dl", "pthread"],
 )
 
+# libtriton_aotc.so, the Triton backend: the backend's C sources with the runtime's linked in
+SERVING = "aotc/serving/backend"
+triton_backend = Extension(
+    "aotc.serving.libtriton_aotc",
+    sources=[f"{SERVING}/{s}" for s in ["json_tree.c", "engine_config.c", "triton_aotc.c", "triton_execute.c"]]
+    + [f"{RUNTIME}/{s}" for s in SOURCES],
+    depends=[f"{SERVING}/{h}" for h in ["json_tree.h", "engine_config.h", "triton_api.h", "backend_state.h"]]
+    + [f"{RUNTIME}/aotc_runtime.h", f"{RUNTIME}/aotc_internal.h"],
+    include_dirs=[SERVING, RUNTIME],
+    extra_compile_args=["-std=c99", "-O2", "-fvisibility=hidden"],
+    libraries=["dl", "pthread"],
+)
+
 PACKAGES = find_packages(include=["aotc", "aotc.*"]) + ["aotc.cli"]
 
 setup(packages=PACKAGES, package_dir={"aotc.cli": "cli"},
-      ext_modules=[runtime, fakecuda] if os.name == "posix" else [], cmdclass={"build_ext": build_runtime})
+      ext_modules=[runtime, fakecuda, triton_backend] if os.name == "posix" else [], cmdclass={"build_ext": build_runtime})

@@ -22,14 +22,17 @@ def cache_dir() -> str:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "aotc")
 
 
-def build_cached(what: str, src_dir: str, sources: list[str], headers: list[str], tag: str) -> str:
-    """Path of `lib<tag>.so` built from `sources` in `src_dir` (C99, -ldl -lpthread); `what` names it in errors."""
+def build_cached(what: str, src_dir: str, sources: list[str], headers: list[str], tag: str,
+                 include_dirs: list[str] = ()) -> str:
+    """Path of `lib<tag>.so` built from `sources` in `src_dir` (C99, -ldl -lpthread, -I each of
+    `include_dirs`); `what` names it in errors."""
     h = hashlib.sha256()
     for f in sources + headers:
         with open(os.path.join(src_dir, f), "rb") as src:
             h.update(src.read())
     cc = os.environ.get("CC", "cc")
     h.update(cc.encode())
+    h.update(repr(list(include_dirs)).encode())
     out_dir = os.path.join(cache_dir(), f"{tag}-{h.hexdigest()[:16]}")
     lib = os.path.join(out_dir, f"lib{tag}.so")
     if os.path.exists(lib):
@@ -37,7 +40,7 @@ def build_cached(what: str, src_dir: str, sources: list[str], headers: list[str]
     os.makedirs(out_dir, exist_ok=True)
     tmp = os.path.join(out_dir, f".build-{os.getpid()}-{threading.get_ident()}.so")
     cmd = [cc, "-std=c99", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-           *[os.path.join(src_dir, f) for f in sources], "-o", tmp, "-ldl", "-lpthread"]
+           *[f"-I{d}" for d in include_dirs], *[os.path.join(src_dir, f) for f in sources], "-o", tmp, "-ldl", "-lpthread"]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as e:

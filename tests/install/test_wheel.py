@@ -142,6 +142,7 @@ def test_the_wheel_ships_aotc_alone_with_every_file_it_reads(installed):
     assert not missing, f"in the source tree but not in the wheel (package-data in pyproject.toml?): {missing}"
     assert "aotc/kernels/templates/depthwise_stage.part" in names
     assert any(n.startswith("aotc/package/_aotc_runtime") for n in names)
+    assert "aotc/serving/libtriton_aotc.so" in names  # the Triton backend, built like the runtime
     assert not (purelib / "cli").exists()
 
 
