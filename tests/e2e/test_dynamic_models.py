@@ -164,3 +164,19 @@ def test_jax_export_symbolic_batch(tmp_path):
         (got,) = ctx.run(dict(zip(names, (x, w)))).values()
         np.testing.assert_allclose(got, np.asarray(f(x, w)), rtol=1e-5, atol=1e-5, err_msg=f"batch {n}, seed {seed}")
     ctx.close()
+
+
+@pytest.mark.parametrize("mask_kind", ["trilu", "where"])
+def test_llama_without_cache_dynamic_batch_and_sequence(tmp_path, mask_kind):
+    """The causal mask built at run time size: Trilu over a dynamic square, or Range + compare."""
+    from aotc.bench.models.zoo import llama
+    model, _ = with_dynamic_axes(llama(batch=3, seq=7, mask_kind=mask_kind, opset=17))
+    _, eng = _engine(model, tmp_path, {"batch_size": (1, 4), "sequence_length": (1, 32)})
+    rng, seed = fresh_rng()
+    sess = ort.InferenceSession(model.SerializeToString())
+    ctx = eng.create_context("cpu")
+    for b, s in ((1, 1), (3, 7), (4, 32)):
+        f = {"input_ids": rng.integers(0, 64, (b, s)), "position_ids": np.arange(s)[None].repeat(b, 0)}
+        (got,) = ctx.run(f).values()
+        np.testing.assert_allclose(got, sess.run(None, f)[0], rtol=1e-4, atol=1e-4, err_msg=f"{b}x{s}, seed {seed}")
+    ctx.close()

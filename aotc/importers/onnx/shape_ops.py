@@ -225,7 +225,11 @@ def _gather_elements(ctx, ins, at):
 def _trilu(ctx, ins, at):
     x = ins[0]
     h, w = x.shape[-2:]
-    diag = ctx.const(np.arange(w)[None, :] - np.arange(h)[:, None], dtypes.i64)   # col - row
+    if D.is_static(h) and D.is_static(w):
+        diag = ctx.const(np.arange(w)[None, :] - np.arange(h)[:, None], dtypes.i64)   # col - row
+    else:      # a dynamic matrix: col - row from iotas
+        diag = (Ex(ctx, ctx.add("iota", shape=(h, w), dimension=1, dtype="i64"))
+                - Ex(ctx, ctx.add("iota", shape=(h, w), dimension=0, dtype="i64"))).v
     k = ins[1] if len(ins) > 1 and ins[1] is not None else ctx.const(np.array(0, np.int64), dtypes.i64)
     k = broadcast_to(ctx, reshape(ctx, convert(ctx, k, dtypes.i64), ()), (h, w))
     keep = ctx.add("compare", diag, k, direction="GE" if at.get("upper", 1) else "LE")
