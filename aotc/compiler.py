@@ -159,6 +159,13 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     manifest's "debug_outputs" (aotc.package.debug_outputs). `dynamic` ({dim name: (min, max)})
     makes one engine serve a range of shapes (see load_graph and aotc/ir/dims.py).
     """
+    from aotc.fusion.regions import check_partition, partition
+    from aotc.hlo_passes.pipeline import run_pipeline
+    from aotc.kernels import codegen
+    from aotc.package.launch_plan import build_launches
+    from aotc.package.memory_plan import check_graph_fits
+    from aotc.package.sanitize import manifest_fields as sanitize_fields   # `aotc run --sanitize` rebuilds from these
+    from aotc.package.shape_program import ShapeProgram
 
     say = progress or (lambda msg: None)
     times: dict[str, float] = {}
@@ -174,73 +181,62 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     say("importing")
     imported = load_graph(model, input_shapes, dynamic)
     with dim_ranges(imported.dims):     # comparisons of dynamic dims consult them (aotc/ir/dims.py)
-        return _compile_imported(imported, times, stage, done, say, cubin_archs, ptx_arch, dump_dir, disabled,
-                                 layout, precision, keep_fp32, debug_outputs, split_k, host, host_lib,
-                                 fast_compile)
+        check_graph_fits(imported)      # before a pass materializes a tensor no GPU could hold
+        done("import")
+
+        stage("passes")
+        say("optimizing graph")
+        optimized, report = run_pipeline(imported, dump_dir=dump_dir, disabled=tuple(disabled), layout=layout,
+                                         precision=precision, keep_fp32=tuple(keep_fp32))
+        check_graph_fits(optimized)
+        done("passes")
+
+        stage("fusion")
+        regions = partition(optimized)
+        check_partition(optimized, regions)
+        debug = None
+        if debug_outputs:       # after fusion: the regions (and so the kernels) stay the production ones
+            from aotc.package.debug_outputs import add_debug_outputs
+            optimized, debug = add_debug_outputs(optimized, regions)
+        done("fusion")
+
+        stage("codegen")
+        say(f"generating kernels for {len(regions)} regions")
+        variants: dict = {}
+        regions, kernels, writes = generate_kernels(optimized, regions, split_k, variants)
+        program = ShapeProgram(optimized.dims)
+        launches, weights, memory = build_launches(optimized, regions, kernels, writes, program, variants)
+        built = kernels + [k for vs in variants.values() for _, k in vs]       # every kernel the engine holds
+        source = codegen.module_source(built)
+        names = list(dict.fromkeys(k.name for k in built))
+        done("codegen")
+
+        cubins, resources, ptx, host_lib = _build_binaries(built, source, names, cubin_archs, ptx_arch,
+                                                            host, host_lib, times, say, fast_compile)
+
+        stage("package")
+        plan = P.EnginePlan(
+            inputs=[tensor_spec(v.name, v, program) for v in optimized.inputs],
+            outputs=[tensor_spec(n, v, program) for n, v in zip(optimized.signature_output_names(), optimized.outputs)],
+            dims=program.specs(), program=program.ops, checks=program.checks,
+            arena_size=memory.size, arena_zeroed=memory.zeroed, weights=weights, launches=launches, cubins=cubins,
+            ptx=ptx, ptx_arch=ptx_arch, host_lib=host_lib,
+            manifest={"aotc_version": __version__, "model": optimized.name,
+                      "arena_lower_bound": memory.lower_bound,
+                      "nodes_imported": len(imported.nodes), "nodes_optimized": len(optimized.nodes),
+                      "source_lines": source.count("\n"), "kernel_resources": resources,
+                      "fast_compile": fast_compile, "split_k": split_k,
+                      **({"shapes": symbolic_shapes(optimized)} if optimized.dims else {}),
+                      **({"debug_outputs": [d.as_dict() for d in debug]} if debug is not None else {}),
+                      **sanitize_fields(source, built)})
+        done("package")
+        return CompileResult(plan, imported, optimized, times, memory.lower_bound, regions, kernels, report)
 
 
-def _compile_imported(imported, times, stage, done, say, cubin_archs, ptx_arch, dump_dir, disabled, layout,
-                      precision, keep_fp32, debug_outputs, split_k, host, host_lib, fast_compile):
-    from aotc.fusion.regions import check_partition, partition
-    from aotc.hlo_passes.pipeline import run_pipeline
-    from aotc.kernels import codegen
-    from aotc.package.launch_plan import build_launches
-    from aotc.package.memory_plan import check_graph_fits
-    from aotc.package.sanitize import manifest_fields as sanitize_fields   # `aotc run --sanitize` rebuilds from these
-    from aotc.package.shape_program import ShapeProgram
-    check_graph_fits(imported)      # before a pass materializes a tensor no GPU could hold
-    done("import")
-
-    stage("passes")
-    say("optimizing graph")
-    optimized, report = run_pipeline(imported, dump_dir=dump_dir, disabled=tuple(disabled), layout=layout,
-                                     precision=precision, keep_fp32=tuple(keep_fp32))
-    check_graph_fits(optimized)
-    done("passes")
-
-    stage("fusion")
-    regions = partition(optimized)
-    check_partition(optimized, regions)
-    debug = None
-    if debug_outputs:       # after fusion: the regions (and so the kernels) stay the production ones
-        from aotc.package.debug_outputs import add_debug_outputs
-        optimized, debug = add_debug_outputs(optimized, regions)
-    done("fusion")
-
-    stage("codegen")
-    say(f"generating kernels for {len(regions)} regions")
-    variants: dict = {}
-    regions, kernels, writes = generate_kernels(optimized, regions, split_k, variants)
-    program = ShapeProgram(optimized.dims)
-    launches, weights, memory = build_launches(optimized, regions, kernels, writes, program, variants)
-    built = kernels + [k for vs in variants.values() for _, k in vs]       # every kernel the engine holds
-    source = codegen.module_source(built)
-    names = list(dict.fromkeys(k.name for k in built))
-    done("codegen")
-
-    cubins, resources, ptx, host_lib = _build_binaries(built, source, names, cubin_archs, ptx_arch,
-                                                        host, host_lib, times, say, fast_compile)
-
-    stage("package")
-    plan = P.EnginePlan(
-        inputs=[tensor_spec(v.name, v, program) for v in optimized.inputs],
-        outputs=[tensor_spec(n, v, program) for n, v in zip(optimized.signature_output_names(), optimized.outputs)],
-        dims=program.specs(), program=program.ops, checks=program.checks,
-        arena_size=memory.size, arena_zeroed=memory.zeroed, weights=weights, launches=launches, cubins=cubins,
-        ptx=ptx, ptx_arch=ptx_arch, host_lib=host_lib,
-        manifest={"aotc_version": __version__, "model": optimized.name,
-                  "arena_lower_bound": memory.lower_bound,
-                  "nodes_imported": len(imported.nodes), "nodes_optimized": len(optimized.nodes),
-                  "source_lines": source.count("\n"), "kernel_resources": resources,
-                  "fast_compile": fast_compile, "split_k": split_k,
-                  **({"shapes": {**{v.name: [repr(d) for d in v.shape] for v in optimized.inputs},
-                                 **{n: [repr(d) for d in v.shape] for n, v in
-                                    zip(optimized.signature_output_names(), optimized.outputs)}}}
-                     if optimized.dims else {}),
-                  **({"debug_outputs": [d.as_dict() for d in debug]} if debug is not None else {}),
-                  **sanitize_fields(source, built)})
-    done("package")
-    return CompileResult(plan, imported, optimized, times, memory.lower_bound, regions, kernels, report)
+def symbolic_shapes(graph: Graph) -> dict[str, list[str]]:
+    """Each input's and output's dims by name ("batch", "past_sequence + sequence", "768"): the manifest's."""
+    named = [(v.name, v) for v in graph.inputs] + list(zip(graph.signature_output_names(), graph.outputs))
+    return {n: [repr(d) for d in v.shape] for n, v in named}
 
 
 def tensor_spec(name: str, v, program) -> P.TensorSpec:
