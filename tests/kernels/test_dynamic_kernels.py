@@ -41,7 +41,7 @@ def check(graph, make_inputs, sizes, seed, kinds=None, rtol=1e-5, atol=1e-5, for
     return kernels
 
 
-def _graph(b, outs, **_):
+def _graph(b, outs):
     g = b.build(outs)
     g.dims = {k: r for k, r in RANGES.items() if any(k in D.symbols(v.shape) for v in g.inputs)}
     return g
@@ -60,7 +60,7 @@ def test_loop_index_math_over_dynamic_dims():
     io = b.add("convert", b.add("iota", shape=(S * B + 3, 7), dimension=0, dtype="i32"), dtype="f32")
     cat = b.add("concatenate", b.add("add", p, io), p, dimension=1)
     sl = b.add("slice", x, start=(0, 1, 0), limit=(B, S, 6), stride=(1, 1, 2))            # (B, S-1, 3)
-    g = _graph(b, [cat, sl], batch=(1, 9), seq=(1, 40))
+    g = _graph(b, [cat, sl])
     check(g, lambda bs, ss: [random_array(rng, (bs, ss, 6)), random_array(rng, (ss, 6))],
           [(1, 1), (3, 7), (9, 40), (2, 33)], seed)
 
@@ -75,7 +75,7 @@ def test_row_softmax_rows_and_extent_dynamic(extent):
     e = b.add("exp", b.add("sub", x, b.add("broadcast_in_dim", m, shape=(B, 5, n), broadcast_dimensions=(0, 1))))
     s = b.add("reduce", e, axes=(2,), kind="sum")
     y = b.add("div", e, b.add("broadcast_in_dim", s, shape=(B, 5, n), broadcast_dimensions=(0, 1)))
-    g = _graph(b, [y], batch=(1, 20), **({"seq": (1, 600)} if extent == "seq" else {}))
+    g = _graph(b, [y])
     sizes = [(1, 1), (3, 31), (20, 300), (2, 600), (2, 256)] if extent == "seq" else [(1, 0), (7, 0), (20, 0)]
     seen = {}
     check(g, lambda bs, ss: [random_array(rng, (bs, 5, ss if extent == "seq" else 6))], sizes, seed,
@@ -89,8 +89,7 @@ def test_reduction_over_a_dynamic_axis():
     rng, seed = fresh_rng()
     b = GraphBuilder()
     x = b.input("x", (B, S, 3))
-    g = _graph(b, [b.add("reduce", x, axes=(1,), kind="sum"), b.add("reduce", x, axes=(0, 2), kind="max")],
-               batch=(1, 12), seq=(1, 700))
+    g = _graph(b, [b.add("reduce", x, axes=(1,), kind="sum"), b.add("reduce", x, axes=(0, 2), kind="max")])
     check(g, lambda bs, ss: [random_array(rng, (bs, ss, 3))], [(1, 1), (5, 257), (12, 700), (3, 31)], seed,
           rtol=1e-4, atol=1e-4)
 
@@ -107,7 +106,7 @@ def test_gemm_with_dynamic_m_and_batch(dtype):
     q = b.input("q", (B, S, 8), dtype)
     k = b.input("k", (B, 8, S), dtype)
     z = b.add("dot_general", q, k, lhs_batch=(0,), rhs_batch=(0,), lhs_contract=(2,), rhs_contract=(1,))  # (B, S, S)
-    g = _graph(b, [y, z], batch=(1, 6), seq=(1, 130))
+    g = _graph(b, [y, z])
     npdt = np.float32 if dtype == "f32" else np.float16
     tol = 1e-4 if dtype == "f32" else 2e-2
     check(g, lambda bs, ss: [random_array(rng, (bs, ss, 24)).astype(npdt), random_array(rng, (bs, ss, 8)).astype(npdt),
@@ -124,7 +123,7 @@ def test_conv_and_pool_with_dynamic_batch():
     r = b.add("max", c, b.add("broadcast_in_dim", b.constant(np.float32(0)), shape=(B, 8, 9, 9), broadcast_dimensions=()))
     p = b.add("reduce_window", r, kind="max", window=(1, 1, 3, 3), strides=(1, 1, 2, 2),
               padding=((0, 0), (0, 0), (1, 1), (1, 1)), dilations=(1, 1, 1, 1))
-    g = _graph(b, [p], batch=(1, 5))
+    g = _graph(b, [p])
     check(g, lambda bs, _: [random_array(rng, (bs, 3, 9, 9))], [(1, 0), (4, 0), (5, 0)], seed, rtol=1e-4, atol=1e-4)
 
 
@@ -135,11 +134,9 @@ def test_gather_and_sizes_known_at_run_time():
     ids = b.input("ids", (B, S), "i64")
     emb = b.add("gather", table, ids, axis=0)                                       # (B, S, 6)
     sizes = b.add("convert", b.add("dim_values", values=(B, S, 6)), dtype="f32")     # [B, S, 6]
-    scaled = b.add("mul", emb, b.add("broadcast_in_dim", b.add("slice", sizes, start=(1,), limit=(2,), stride=(1,)),
-                                     shape=(B, S, 6), broadcast_dimensions=(2,)) if False else
-                   b.add("broadcast_in_dim", b.add("reshape", b.add("slice", sizes, start=(1,), limit=(2,), stride=(1,)),
-                                                   shape=()), shape=(B, S, 6), broadcast_dimensions=()))
-    g = _graph(b, [scaled, sizes], batch=(1, 4), seq=(1, 70))
+    seq_len = b.add("reshape", b.add("slice", sizes, start=(1,), limit=(2,), stride=(1,)), shape=())
+    scaled = b.add("mul", emb, b.add("broadcast_in_dim", seq_len, shape=(B, S, 6), broadcast_dimensions=()))
+    g = _graph(b, [scaled, sizes])
     check(g, lambda bs, ss: [rng.integers(-50, 50, (bs, ss)).astype(np.int64)], [(1, 1), (4, 70), (2, 9)], seed)
 
 
