@@ -22,7 +22,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
 
 from aotc.ir import dims as D
 from aotc.package import plan as P

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
 

@@ -8,7 +8,7 @@ from aotc.hlo_passes.pipeline import run_pipeline
 from aotc.importers.onnx import import_onnx
 from aotc.ir.dims import DimRange, dim_ranges
 from aotc.ir.interpreter import interpret
-from aotc.kernels.variants import Bucket, buckets_for
+from aotc.kernels.variants import buckets_for
 from tests.helpers.host_run import run_on_host
 from tests.helpers.rng import fresh_rng
 
