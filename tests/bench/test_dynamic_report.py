@@ -21,7 +21,9 @@ def test_dynamic_cost_matches_a_static_engine_at_the_same_shape():
         static = aotc.compile(fixed, arch="none", host=False).plan
         assert launches == len(static.launches)
         assert abs(flops - sum(ln.flops for ln in static.launches)) <= 0.02 * flops   # static folds a few
-        assert abs(nbytes - sum(ln.bytes for ln in static.launches)) <= 0.1 * nbytes
+        # never above the static engine by more than 10% (it can be below: a static engine folds a bias's
+        # broadcast into an activation-sized constant and reads that)
+        assert nbytes <= 1.10 * sum(ln.bytes for ln in static.launches)
     small, big = dynamic_cost(dyn.plan, {"batch": 1}), dynamic_cost(dyn.plan, {"batch": 64})
     assert small[0] < big[0] and small[1] * 64 == big[1]      # sizes really follow the shape
 
