@@ -256,7 +256,7 @@ def generate_kernels(graph: Graph, regions: list, split_k: bool = True, variants
     from aotc.package.launch_plan import add_output_copies
     regions, writes = add_output_copies(graph, regions)
     producer = graph.producers()
-    kernels = [codegen.generate(graph, r, producer, split_k) for r in regions]
+    kernels = [_generate(graph, r, producer, split_k) for r in regions]
     if variants is not None and graph.dims:
         buckets = buckets_for(graph.dims)
         for i, (r, k) in enumerate(zip(regions, kernels)):
@@ -264,6 +264,18 @@ def generate_kernels(graph: Graph, regions: list, split_k: bool = True, variants
             if found:
                 variants[i] = found
     return regions, kernels, writes
+
+
+def _generate(graph: Graph, region, producer, split_k: bool):
+    """One region's kernel; a size its generator needs static but the ranges leave open names the region."""
+    from aotc.errors import UnsupportedError
+    from aotc.ir.dims import DynamicDecisionError
+    from aotc.kernels import codegen
+    try:
+        return codegen.generate(graph, region, producer, split_k)
+    except DynamicDecisionError as e:
+        raise UnsupportedError(f"the {region.kind} kernel for {region.describe().splitlines()[0]} does not "
+                               f"support dynamic dims here: {e}") from None
 
 
 def _timed(fn, *args):

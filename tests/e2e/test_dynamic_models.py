@@ -179,3 +179,32 @@ def test_llama_without_cache_dynamic_batch_and_sequence(tmp_path, mask_kind):
         (got,) = ctx.run(f).values()
         np.testing.assert_allclose(got, sess.run(None, f)[0], rtol=1e-4, atol=1e-4, err_msg=f"{b}x{s}, seed {seed}")
     ctx.close()
+
+
+def test_cnn_with_dynamic_height_and_width(tmp_path):
+    """Spatial dims from the input's size: conv output sizes as floor divisions, a global pool's mean by a
+    run-time count."""
+    model, _ = resnet_bottleneck(batch=2, size=32, blocks=(1, 1, 1, 1))
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[2].dim_param, dims[3].dim_param = "h", "w"
+    _, eng = _engine(model, tmp_path, {"h": (16, 64), "w": (16, 64)})
+    rng, seed = fresh_rng()
+    sess = ort.InferenceSession(model.SerializeToString())
+    ctx = eng.create_context("cpu")
+    name = model.graph.input[0].name
+    for h, w in ((16, 16), (33, 50), (64, 17)):
+        x = rng.standard_normal((2, 3, h, w)).astype(np.float32)
+        (got,) = ctx.run({name: x}).values()
+        np.testing.assert_allclose(got, sess.run(None, {name: x})[0], rtol=2e-4, atol=2e-4,
+                                   err_msg=f"{h}x{w}, seed {seed}")
+    ctx.close()
+
+
+def test_an_op_that_needs_a_static_size_names_itself():
+    from aotc.bench.models.small import cnn
+    from aotc.errors import UnsupportedError
+    model, _ = cnn(batch=2, size=16)       # AveragePool that does not count padding: a per-pixel divisor table
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[2].dim_param, dims[3].dim_param = "h", "w"
+    with pytest.raises(UnsupportedError, match=r"AveragePool .*opset 17.*dynamic dims.*h in 8\.\.64"):
+        aotc.compile(model, arch="none", host=False, dynamic={"h": (8, 64), "w": (8, 64)})

@@ -342,7 +342,10 @@ def convert_nodes(ctx: Ctx, nodes, env: dict[str, Value], inferred: dict) -> Non
             raise ModelError(f"{ctx.where()}: input(s) {missing} are not defined before the node")
         ins = [env[n] if n else None for n in node.input]
         at = {a.name: _attr_value(a) for a in node.attribute}
-        outs = CONVERTERS[node.op_type](ctx, ins, at)
+        try:
+            outs = CONVERTERS[node.op_type](ctx, ins, at)
+        except D.DynamicDecisionError as e:     # this converter needs a size the ranges leave open
+            raise ctx.fail(f"not supported with dynamic dims here: {e}") from None
         outs = [outs] if isinstance(outs, Value) else list(outs)
         for k, name in enumerate(node.output):
             if not name:

@@ -16,7 +16,7 @@ import string
 import numpy as np
 
 from aotc.importers.expr import Ex
-from aotc.importers.onnx.nn_ops import _conv, _matmul, _moments, _window
+from aotc.importers.onnx.nn_ops import _conv, _count, _matmul, _moments, _window
 from aotc.importers.onnx.ops import broadcast_to, convert, norm_axis, register, reshape, scalar
 from aotc.importers.onnx.resize import _resize
 from aotc.ir import dims as D
@@ -48,7 +48,7 @@ def _mvn(ctx, ins, at):
     mean, _, _ = _moments(ctx, x, axes, 0.0)
     keep = tuple(i for i in range(x.type.rank) if i not in axes)
     d = Ex(ctx, x) - ctx.add("broadcast_in_dim", mean.v, shape=x.shape, broadcast_dimensions=keep)
-    var = Ex(ctx, ctx.add("reduce", (d * d).v, axes=axes, kind="sum")) / float(np.prod([x.shape[a] for a in axes]))
+    var = Ex(ctx, ctx.add("reduce", (d * d).v, axes=axes, kind="sum")) / _count([x.shape[a] for a in axes])
     std = (var.un("sqrt") + 1e-9)
     return (d / ctx.add("broadcast_in_dim", std.v, shape=x.shape, broadcast_dimensions=keep)).v
 

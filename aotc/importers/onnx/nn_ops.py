@@ -282,14 +282,21 @@ def _global_pool(ctx, ins, at):
     r = reshape(ctx, r, x.shape[:2] + (1,) * len(axes))
     if ctx.op_type == "GlobalMaxPool":
         return r
-    return (Ex(ctx, r) / float(np.prod(x.shape[2:]))).v
+    return (Ex(ctx, r) / _count(x.shape[2:])).v
+
+
+def _count(dims):
+    """How many elements a mean divides by: a float, or the size itself when it is dynamic (the kernel
+    computes it from its dim arguments)."""
+    n = D.prod(dims)
+    return float(n) if D.is_static(n) else n
 
 
 # ------------------------------------------------------------------ normalization
 
 def _moments(ctx, x: Value, axes, eps: float):
     """(mean, 1/sqrt(var + eps), normalized x) over `axes`; mean and inv are reduced."""
-    n = float(np.prod([x.shape[a] for a in axes]))
+    n = _count([x.shape[a] for a in axes])
     mean = Ex(ctx, _reduce(ctx, x, axes, "sum")) / n
     d = Ex(ctx, x) - _rebroadcast(ctx, mean.v, x.shape, axes)
     var = Ex(ctx, _reduce(ctx, (d * d).v, axes, "sum")) / n
@@ -340,7 +347,7 @@ def _layer_norm(ctx, ins, at):
     xc = convert(ctx, x, dtypes.f32) if at.get("stash_type", 1) == 1 else x
     eps = at.get("epsilon", 1e-5)
     if ctx.op_type == "RMSNormalization":
-        ms = Ex(ctx, _reduce(ctx, (Ex(ctx, xc) * xc).v, axes, "sum")) / float(np.prod(xc.shape[axes[0]:]))
+        ms = Ex(ctx, _reduce(ctx, (Ex(ctx, xc) * xc).v, axes, "sum")) / _count(xc.shape[axes[0]:])
         y = Ex(ctx, xc) * _rebroadcast(ctx, (ms + eps).un("rsqrt").v, x.shape, axes)
         mean = inv = None
     else:
@@ -420,7 +427,7 @@ def _reduce_op(ctx, ins, at):
         v = (v - _rebroadcast(ctx, m, x.shape, axes)).un("exp")
     out = Ex(ctx, _reduce(ctx, v.v, axes, _REDUCE[op]))
     if op == "ReduceMean":
-        out = out / float(np.prod([x.shape[a] for a in axes]))
+        out = out / _count([x.shape[a] for a in axes])
     elif op == "ReduceL2":
         out = out.un("sqrt")
     elif op == "ReduceLogSum":
