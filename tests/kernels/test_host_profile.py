@@ -13,6 +13,18 @@ from aotc.kernels.host_exec import HostLibrary
 pytestmark = pytest.mark.skipif(not have_host_compiler(), reason="no host C++ compiler")
 
 SOURCE = r"""
+#include "aotc_mma.cuh"
+
+// One mma.sync on register fragments: its host fallback's scratch is not the kernel's shared memory.
+extern "C" __global__ void one_mma(const unsigned *a, float *d) {
+  unsigned af[4], bf[2];
+  for (int r = 0; r < 4; ++r) af[r] = a[threadIdx.x * 4 + r];
+  bf[0] = af[0], bf[1] = af[1];
+  float c[4] = {0, 0, 0, 0}, out[4];
+  aotc_mma_m16n8k16_f16(out, af, bf, c);
+  for (int r = 0; r < 4; ++r) d[r * 32 + threadIdx.x] = out[r];
+}
+
 // Lane i copies element i: one request per load and store, 4 sectors each.
 extern "C" __global__ void coalesced(const float *x, float *y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -60,7 +72,7 @@ extern "C" __global__ void looped(const float *x, float *y, int n) {
   y[threadIdx.x] = s;
 }
 """
-KERNELS = ["coalesced", "stride32", "broadcast", "column_read", "swizzled_column_read", "float4_shared", "looped"]
+KERNELS = ["one_mma", "coalesced", "stride32", "broadcast", "column_read", "swizzled_column_read", "float4_shared", "looped"]
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +165,10 @@ def test_a_plain_library_is_not_a_profiling_one(rng):
     plain = HostLibrary(compile_host(SOURCE, ["coalesced"], sanitize=False))
     with pytest.raises(AotcError, match="not a profiling build"):
         plain.take_profile()
+
+
+def test_the_mma_fallbacks_scratch_is_not_counted(lib, rng):
+    a = rng.integers(0x3000, 0x3c00, 128 * 2).astype(np.uint16).view(np.uint32)   # f16 in [0.125, 1)
+    c = run(lib, "one_mma", 1, 32, [a, np.full(128, np.nan, np.float32)])
+    assert c["shared_requests"] == 0
+    assert (c["store_requests"], c["store_sectors"]) == (4, 16)
