@@ -337,6 +337,7 @@ main.add_command(__import__("aotc.cli.ops_cmd", fromlist=["ops"]).ops)
 main.add_command(__import__("aotc.cli.bench_cmd", fromlist=["bench"]).bench)
 main.add_command(__import__("aotc.cli.debug_cmd", fromlist=["debug"]).debug)
 main.add_command(__import__("aotc.cli.serve_cmd", fromlist=["serve"]).serve)
+main.add_command(__import__("aotc.cli.profile_cmd", fromlist=["profile"]).profile)
 
 if __name__ == "__main__":
     main()

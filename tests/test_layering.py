@@ -25,7 +25,7 @@ PLACES = {
     "aotc.hlo_passes": "hlo_passes",
     "aotc.fusion": "fusion",
     "aotc.kernels": "kernels",
-    "aotc.package": "package", "aotc.testing": "package", "aotc.serving": "package",
+    "aotc.package": "package", "aotc.testing": "package", "aotc.serving": "package", "aotc.profile": "package",
     "aotc.compiler": "compiler", "aotc.demo": "compiler",
     "aotc.bench": "top", "aotc.debug": "top", "aotc.cli": "top", "cli": "top", "aotc": "top",
 }

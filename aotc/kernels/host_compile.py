@@ -49,6 +49,7 @@ from aotc.kernels.template import check_filled
 HOST_ABI = "aotc-host-1"
 EMU_HEADER = TEMPLATES_DIR / "cuda_host_emu.h"
 SANITIZER_HEADER = TEMPLATES_DIR / "cuda_host_sanitizer.h"
+PROFILE_HEADER = TEMPLATES_DIR / "cuda_host_profile.h"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _WRAPPER_HEAD = """\
@@ -72,6 +73,13 @@ AOTC_EXPORT void aotc_host_sanitizer_extents(const uint64_t *bytes, unsigned n) 
 AOTC_EXPORT const char *aotc_host_sanitizer_take(void) {
   static std::string last;
   last = aotc_san::take();
+  return last.c_str();
+}
+"""
+_WRAPPER_PROFILE = """\
+AOTC_EXPORT const char *aotc_host_profile_take(void) {
+  static std::string last;
+  last = aotc_prof::take();
   return last.c_str();
 }
 """
@@ -102,11 +110,12 @@ def compiler_version(cxx: tuple[str, ...]) -> str:
     return proc.stdout
 
 
-def _flags(opt: str, sanitize: bool = False) -> list[str]:
+def _flags(opt: str, sanitize: bool | str = False) -> list[str]:
     # -U_FORTIFY_SOURCE: fortified longjmp aborts on fiber switches (the
     # header undefines it too, but distributions may add it to the driver).
     return ["-std=c++20", opt, "-fPIC", "-pthread", "-Wno-unknown-pragmas",
-            "-fvisibility=hidden", "-U_FORTIFY_SOURCE", *(_SANITIZE_FLAGS if sanitize else [])]
+            "-fvisibility=hidden", "-U_FORTIFY_SOURCE", *(_SANITIZE_FLAGS if sanitize else []),
+            *(["-DAOTC_PROFILE"] if sanitize == "profile" else [])]
 
 
 def _includes() -> list[str]:
@@ -132,16 +141,16 @@ def _run(cmd: list[str], what: str) -> None:
         raise CompileError(f"{what} failed: {_first_error(log)}", log=log)
 
 
-def _pch_key(cxx: list[str], opt: str, sanitize: bool) -> str:
+def _pch_key(cxx: list[str], opt: str, sanitize: bool | str) -> str:
     h = hashlib.sha256()
-    for part in (EMU_HEADER.read_bytes(), SANITIZER_HEADER.read_bytes(), compiler_version(tuple(cxx)).encode(),
+    for part in (EMU_HEADER.read_bytes(), SANITIZER_HEADER.read_bytes(), PROFILE_HEADER.read_bytes(), compiler_version(tuple(cxx)).encode(),
                  " ".join(_flags(opt, sanitize)).encode(), str(cuda_include_dir()).encode(),
                  cuda_package_versions().encode()):
         h.update(part + b"\0")
     return h.hexdigest()[:32]
 
 
-def precompiled_header(opt: str = "-O1", sanitize: bool = False) -> Path | None:
+def precompiled_header(opt: str = "-O1", sanitize: bool | str = False) -> Path | None:
     """The emulation header to force-include, with a ready .gch beside it.
 
     Returns None when caching is off or the PCH cannot be built; the caller
@@ -178,15 +187,16 @@ def _sanitize_prologue(name: str, extents: list[int] | None) -> str:
     return f'{table}  aotc_san::tl_pending.kernel = "{name}";\n  aotc_san::tl_pending.extents = {ptr};\n'
 
 
-def _wrapper(kernel_names: list[str], sanitize: bool = False,
+def _wrapper(kernel_names: list[str], sanitize: bool | str = False,
              extents: dict[str, list[int]] | None = None) -> str:
     body = "".join(_WRAPPER_KERNEL.format(
         name=n, sanitize=_sanitize_prologue(n, (extents or {}).get(n)) if sanitize else "")
         for n in kernel_names)
-    return _WRAPPER_HEAD % HOST_ABI + (_WRAPPER_SANITIZER if sanitize else "") + body
+    return (_WRAPPER_HEAD % HOST_ABI + (_WRAPPER_SANITIZER if sanitize else "")
+            + (_WRAPPER_PROFILE if sanitize == "profile" else "") + body)
 
 
-def _build(source: str, kernel_names: list[str], opt: str, sanitize: bool = False,
+def _build(source: str, kernel_names: list[str], opt: str, sanitize: bool | str = False,
            extents: dict[str, list[int]] | None = None) -> bytes:
     cxx = _cxx()
     header = precompiled_header(opt, sanitize) or EMU_HEADER
@@ -203,14 +213,18 @@ def _build(source: str, kernel_names: list[str], opt: str, sanitize: bool = Fals
 
 
 def compile_host(source: str, kernel_names: list[str], *, opt: str = "-O1", sanitize: bool | None = None,
-                 extents: dict[str, list[int]] | None = None) -> bytes:
+                 extents: dict[str, list[int]] | None = None, profile: bool = False) -> bytes:
     """Compile `source` for the host emulation; returns the shared library's bytes.
 
     `sanitize` (default: AOTC_SANITIZE set) makes a sanitizing build; `extents`
     then gives, per kernel, the byte size of each parameter's buffer (engines;
-    HostLibrary passes its arrays' sizes at launch instead).
+    HostLibrary passes its arrays' sizes at launch instead). `profile` makes a
+    profiling build instead: the sanitizer's hooks count each warp's global
+    sectors and shared-memory wavefronts (templates/cuda_host_profile.h).
     """
-    if sanitize is None:
+    if profile:
+        sanitize = "profile"
+    elif sanitize is None:
         sanitize = sanitize_requested()
     if not kernel_names:
         raise CompileError("host compile: no kernel names given")

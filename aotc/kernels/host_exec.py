@@ -131,6 +131,9 @@ class HostLibrary:
         if self.sanitizing:
             self._lib.aotc_host_sanitizer_take.restype = ctypes.c_char_p
             self._lib.aotc_host_sanitizer_extents.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint]
+        self.profiling = hasattr(self._lib, "aotc_host_profile_take")
+        if self.profiling:
+            self._lib.aotc_host_profile_take.restype = ctypes.c_char_p
         self._launchers: dict[str, ctypes._CFuncPtr] = {}
 
     def _release_file(self) -> None:
@@ -169,6 +172,12 @@ class HostLibrary:
             why = self._lib.aotc_host_status_string(status).decode()
             raise RuntimeFailure(f"host kernel {name} failed with status {status}: {why} "
                                  f"(grid {grid}, block {block}, smem {smem})")
+
+    def take_profile(self) -> list[dict]:
+        """A profiling build's counters, one dict per launch since the last call."""
+        if not self.profiling:
+            raise RuntimeFailure("this host library is not a profiling build (compile_host(profile=True))")
+        return parse_violations(self._lib.aotc_host_profile_take().decode())
 
     def close(self) -> None:
         """Unload the library; no launch may be running or follow.

@@ -41,6 +41,7 @@ __device__ __forceinline__ float aotc_mma_operand_(unsigned word, int elem, int 
 // k values (2 for 16-bit types, 1 for tf32); rows g and g+8 are a[even] and a[odd].
 __device__ __forceinline__ void aotc_mma_host_(float d[4], const unsigned a[4], const unsigned b[2],
                                                const float c[4], int kind) {
+  AOTC_SAN_SCOPE;  // the scratch is the emulator's, not the kernel's traffic (sanitizer, profile)
   __shared__ unsigned scratch[32][32][6];      // [warp][lane][a0..a3, b0, b1]
   const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   const unsigned warp = tid >> 5, lane = tid & 31;

@@ -324,13 +324,35 @@ __attribute__((no_sanitize_address)) inline void shadow_access(uintptr_t a, unsi
   if (uninit) report(UNINIT, a, size, "shared memory read before any thread of the block wrote it");
 }
 
+#ifdef AOTC_PROFILE
+}  // namespace aotc_san
+#include "cuda_host_profile.h"
+namespace aotc_san {
+
+// A profiling build counts the access (cuda_host_profile.h) instead of checking it.
+__attribute__((no_sanitize_address)) inline void profile(uintptr_t a, unsigned size, bool write,
+                                                         uintptr_t site) {
+  State &s = st();
+  if ((a >= s.smem_lo && a < s.smem_hi) || (a >= s.dyn_lo && a < s.dyn_hi)) {
+    aotc_prof::record(a, -1, size, write, true, site);
+    return;
+  }
+  for (const Region &r : s.regions)
+    if (a >= r.lo && a < r.hi) return aotc_prof::record(a - r.lo, r.param, size, write, false, site);
+  if (s.regions.empty() && !private_address(a)) aotc_prof::record(a, -1, size, write, false, site);
+}
+#endif
+
 __attribute__((no_sanitize_address)) inline void check(uintptr_t a, unsigned size, bool write,
-                                                       bool atomic) {
+                                                       bool atomic, uintptr_t site = 0) {
   if (!in_kernel()) return;
   State &s = st();
   const aotc_emu::Fiber *f = s.worker->cur;
   if (a - (uintptr_t)f->map < f->map_size) return;  // the thread's own locals
   EmuScope scope;  // our own containers are instrumented too
+#ifdef AOTC_PROFILE
+  return profile(a, size, write, site);
+#endif
   if ((size == 2 || size == 4 || size == 8 || size == 16) && a % size) {
     char d[96];
     snprintf(d, sizeof d, "%u-byte %s not aligned to %u bytes", size, write ? "store" : "load", size);
@@ -436,12 +458,18 @@ __attribute__((no_sanitize_address)) inline void launch_begin(aotc_emu::Launch *
     }
   }
   s.sites.assign(L->nthreads, 0);
+#ifdef AOTC_PROFILE
+  aotc_prof::launch_begin(L);
+#endif
 }
 
 __attribute__((no_sanitize_address)) inline std::string take();
 
 __attribute__((no_sanitize_address)) inline void launch_end() {
   State &s = st();
+#ifdef AOTC_PROFILE
+  aotc_prof::launch_end(s.kernel);
+#endif
   // A report file gets each launch's unlisted counts; its reader never calls take().
   const char *path = getenv("AOTC_SANITIZE_REPORT");
   if (path && *path) {
@@ -478,6 +506,9 @@ __attribute__((no_sanitize_address)) inline void block_begin(aotc_emu::Worker *w
   s.block = (uint32_t)b;
   s.divergent_reported = false;
   s.first_exited = -1;
+#ifdef AOTC_PROFILE
+  aotc_prof::block_end();  // the previous block's requests
+#endif
   s.dyn_lo = (uintptr_t)w->smem;
   s.dyn_hi = s.dyn_lo + w->launch->dyn_smem;
 }
@@ -520,7 +551,7 @@ __attribute__((no_sanitize_address)) inline void fence() {
 __attribute__((no_sanitize_address)) inline void atomic_access(const void *p, unsigned size) {
   if (!in_kernel()) return;
   uintptr_t a = (uintptr_t)p;
-  check(a, size, true, true);
+  check(a, size, true, true, (uintptr_t)__builtin_return_address(0));
   EmuScope scope;
   State &s = st();
   if ((a >= s.smem_lo && a < s.smem_hi) || (a >= s.dyn_lo && a < s.dyn_hi)) return;
@@ -557,11 +588,11 @@ __attribute__((no_sanitize_address)) inline std::string take() {
 #define AOTC_SAN_HOOK(n)                                                                     \
   extern "C" __attribute__((no_sanitize_address, visibility("default"))) void                \
       __asan_load##n##_noabort(uintptr_t a) {                                                \
-    aotc_san::check(a, n, false, false);                                                    \
+    aotc_san::check(a, n, false, false, (uintptr_t)__builtin_return_address(0));            \
   }                                                                                          \
   extern "C" __attribute__((no_sanitize_address, visibility("default"))) void                \
       __asan_store##n##_noabort(uintptr_t a) {                                               \
-    aotc_san::check(a, n, true, false);                                                     \
+    aotc_san::check(a, n, true, false, (uintptr_t)__builtin_return_address(0));             \
   }
 AOTC_SAN_HOOK(1)
 AOTC_SAN_HOOK(2)
@@ -571,11 +602,11 @@ AOTC_SAN_HOOK(16)
 #undef AOTC_SAN_HOOK
 extern "C" __attribute__((no_sanitize_address, visibility("default"))) void __asan_loadN_noabort(
     uintptr_t a, size_t n) {
-  aotc_san::check(a, (unsigned)n, false, false);
+  aotc_san::check(a, (unsigned)n, false, false, (uintptr_t)__builtin_return_address(0));
 }
 extern "C" __attribute__((no_sanitize_address, visibility("default"))) void __asan_storeN_noabort(
     uintptr_t a, size_t n) {
-  aotc_san::check(a, (unsigned)n, true, false);
+  aotc_san::check(a, (unsigned)n, true, false, (uintptr_t)__builtin_return_address(0));
 }
 extern "C" __attribute__((no_sanitize_address, visibility("default"))) void __asan_handle_no_return() {}
 extern "C" __attribute__((no_sanitize_address, visibility("default"))) void __asan_before_dynamic_init(

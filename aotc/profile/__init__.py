@@ -1,0 +1,1 @@
+"""`aotc profile`: what Nsight Compute would report, measured without a GPU."""

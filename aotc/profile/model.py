@@ -1,0 +1,47 @@
+"""Predicted H200 time of a launch: a stated roofline model fed by the profile's measurements.
+
+    memory time  = modelled bytes / (4.3 TB/s x measured global efficiency)
+    compute time = modelled FLOPs / (peak x issue efficiency)
+    predicted    = max(memory time, compute time) + launch overhead
+
+Global efficiency is the profile's bytes used / (sectors x 32) over the
+launch's loads and stores (1 when it made no global request). The peak is
+inspect's: tensor cores for the mma kernels, CUDA cores otherwise. Issue
+efficiency is the main loop's share of math instructions (HMMA/IMMA for the
+tensor-core kernels, FFMA/HFMA2 otherwise) over the share that keeps that
+unit busy (MATH_SHARE_FOR_PEAK), at most 1; 1 when the SASS is unknown or
+the kernel has no loop. The launch overhead is what one kernel node of a
+CUDA graph costs on Hopper-class parts. No occupancy or tail-wave term: the
+model is the floor the kernel's own access pattern and code allow.
+"""
+from __future__ import annotations
+
+from aotc.package.inspect import H200_BANDWIDTH, H200_FP32_FLOPS, H200_TC_FLOPS, uses_tensor_cores
+
+LAUNCH_OVERHEAD_S = 1.0e-6
+# An HMMA.16816 keeps the tensor pipe busy for several issue slots, so one in
+# four instructions being an mma saturates it; FFMA issues one per slot.
+MATH_SHARE_FOR_PEAK = {"tensor": 0.25, "ffma": 1.0}
+
+
+def global_efficiency(counts: dict | None) -> float:
+    if not counts:
+        return 1.0
+    sectors = counts["load_sectors"] + counts["store_sectors"]
+    return (counts["load_bytes"] + counts["store_bytes"]) / (32 * sectors) if sectors else 1.0
+
+
+def issue_efficiency(kernel: str, sass_mix: dict | None) -> float:
+    if not sass_mix or not sass_mix.get("loop_instructions"):
+        return 1.0
+    unit = "tensor" if uses_tensor_cores(kernel) else "ffma"
+    share = sass_mix[f"{unit}_share"]
+    return max(min(1.0, share / MATH_SHARE_FOR_PEAK[unit]), 0.01)
+
+
+def predicted_s(kernel: str, nbytes: int, flops: int, counts: dict | None, sass_mix: dict | None) -> float:
+    """Seconds one launch of `kernel` takes on an H200 under the model above."""
+    peak = H200_TC_FLOPS if uses_tensor_cores(kernel) else H200_FP32_FLOPS
+    memory = nbytes / (H200_BANDWIDTH * max(global_efficiency(counts), 1e-3))
+    compute = flops / (peak * issue_efficiency(kernel, sass_mix))
+    return max(memory, compute) + LAUNCH_OVERHEAD_S

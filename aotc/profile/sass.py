@@ -1,0 +1,114 @@
+"""Instruction mix of each kernel's main loop and its local-memory traffic, from the cubin's SASS.
+
+Whether a GEMM keeps its tensor cores busy shows in the machine code: the
+share of HMMA/IMMA (or FFMA for the f32 fallbacks) among the instructions of
+the loop that runs K times. nvdisasm (the `nvidia-cuda-nvdisasm` wheel)
+prints the SASS; the main loop is taken to be the longest innermost loop,
+an innermost loop being the span from a backward branch's target to the
+branch that contains no other backward branch. LDL/STL anywhere in the
+kernel are local memory: spills or local arrays. Without nvdisasm the caller
+gets None and says so.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aotc.errors import AotcError
+
+_FUNC = re.compile(r"^\s*\.section\s+\.text\.([A-Za-z_][\w$]*),")
+_LABEL = re.compile(r"^\s*(\.L\w+):")
+_INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)(\.[\w.]+)?\s*([^;]*);")
+_TARGET = re.compile(r"`\((\.L\w+)\)")
+TENSOR_OPS = ("HMMA", "IMMA", "DMMA", "HGMMA", "IGMMA", "QGMMA", "BMMA")
+
+
+def nvdisasm_path() -> str | None:
+    """The nvdisasm of the installed wheel, else one on PATH, else None."""
+    try:
+        import nvidia.cu13
+        for base in nvidia.cu13.__path__:
+            p = Path(base) / "bin" / "nvdisasm"
+            if p.is_file():
+                return str(p)
+    except ImportError:
+        pass
+    return shutil.which("nvdisasm")
+
+
+@dataclass
+class KernelSass:
+    instructions: list[tuple[int, str, str]] = field(default_factory=list)   # (address, opcode, operands)
+    labels: dict[str, int] = field(default_factory=dict)
+
+
+def parse(text: str) -> dict[str, KernelSass]:
+    """nvdisasm's output, per kernel: its instructions and labels."""
+    out: dict[str, KernelSass] = {}
+    cur: KernelSass | None = None
+    pending: list[str] = []
+    for line in text.splitlines():
+        if m := _FUNC.match(line):
+            cur = out.setdefault(m.group(1), KernelSass())
+            pending = []
+        elif cur is None:
+            continue
+        elif m := _LABEL.match(line):
+            pending.append(m.group(1))
+        elif m := _INSN.match(line):
+            addr = int(m.group(1), 16)
+            for lab in pending:
+                cur.labels[lab] = addr
+            pending = []
+            cur.instructions.append((addr, m.group(2), m.group(4)))
+    return out
+
+
+def main_loop(k: KernelSass) -> tuple[int, int] | None:
+    """(first, last) address of the longest innermost loop, or None for straight-line code."""
+    loops = []
+    for addr, op, args in k.instructions:
+        if op.startswith("BRA") and (t := _TARGET.search(args)) and k.labels.get(t.group(1), addr + 1) <= addr:
+            loops.append((k.labels[t.group(1)], addr))
+    inner = [a for a in loops if not any(b != a and a[0] <= b[0] and b[1] <= a[1] for b in loops)]
+    return max(inner, key=lambda s: s[1] - s[0], default=None)
+
+
+def mix(k: KernelSass) -> dict:
+    """The main loop's size and shares of tensor-core, FFMA and memory instructions; local memory ops."""
+    loop = main_loop(k)
+    body = [op for a, op, _ in k.instructions if loop and loop[0] <= a <= loop[1]]
+    n = len(body)
+
+    def share(pred) -> float:
+        return round(sum(1 for op in body if pred(op)) / n, 4) if n else 0.0
+    return {"loop_instructions": n,
+            "tensor_share": share(lambda op: op in TENSOR_OPS),
+            "ffma_share": share(lambda op: op in ("FFMA", "HFMA2", "DFMA")),
+            "global_share": share(lambda op: op in ("LDG", "STG", "LDGSTS")),
+            "shared_share": share(lambda op: op in ("LDS", "STS", "LDSM", "LDGSTS")),
+            "local_ops": sum(1 for _, op, _ in k.instructions if op in ("LDL", "STL"))}
+
+
+def disassemble(cubin: bytes) -> str:
+    tool = nvdisasm_path()
+    if tool is None:
+        raise AotcError("nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
+    with tempfile.TemporaryDirectory(prefix="aotc-sass-") as d:
+        path = Path(d) / "k.cubin"
+        path.write_bytes(cubin)
+        proc = subprocess.run([tool, "-c", str(path)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise AotcError(f"nvdisasm failed: {(proc.stderr.strip().splitlines() or ['?'])[0]}")
+    return proc.stdout
+
+
+def cubin_mix(cubin: bytes) -> dict[str, dict] | None:
+    """mix() of every kernel in `cubin`; None when nvdisasm is not installed."""
+    if nvdisasm_path() is None:
+        return None
+    return {name: mix(k) for name, k in parse(disassemble(cubin)).items()}

@@ -1,0 +1,31 @@
+"""The predicted-time model, term by term."""
+from __future__ import annotations
+
+import pytest
+
+from aotc.profile import model
+
+
+def counts(load_bytes, load_sectors, store_bytes=0, store_sectors=0) -> dict:
+    return {"load_bytes": load_bytes, "load_sectors": load_sectors, "store_bytes": store_bytes,
+            "store_sectors": store_sectors}
+
+
+def test_a_coalesced_memory_bound_launch_runs_at_bandwidth_plus_overhead():
+    t = model.predicted_s("aotc_ew_1", 4.3e9, 0, counts(128, 4, 128, 4), None)
+    assert t == pytest.approx(1e-3 + model.LAUNCH_OVERHEAD_S)
+
+
+def test_stride_32_costs_eight_times_the_bytes():
+    eff = model.global_efficiency(counts(128, 32))
+    assert eff == 0.125
+    t = model.predicted_s("aotc_ew_1", 4.3e9, 0, counts(128, 32), None)
+    assert t == pytest.approx(8e-3 + model.LAUNCH_OVERHEAD_S)
+
+
+def test_compute_bound_mma_scales_with_the_tensor_share():
+    mix = {"loop_instructions": 100, "tensor_share": 0.125, "ffma_share": 0.0}
+    assert model.issue_efficiency("aotc_dot_mma_3", mix) == 0.5
+    t = model.predicted_s("aotc_dot_mma_3", 1000, 790e9, None, mix)
+    assert t == pytest.approx(2e-3 + model.LAUNCH_OVERHEAD_S)
+    assert model.issue_efficiency("aotc_dot_mma_3", None) == 1.0

@@ -1,0 +1,54 @@
+"""The SASS mix finds the main loop and counts tensor-core, FFMA and local-memory instructions."""
+from __future__ import annotations
+
+import pytest
+
+from aotc.profile import sass
+
+LISTING = """
+//--------------------- .text.k               --------------------------
+\t.section\t.text.k,"ax",@progbits
+k:
+        /*0000*/                   S2R R0, SR_TID.X ;
+.L_x_0:
+        /*0010*/                   LDG.E R2, desc[UR6][R2.64] ;
+.L_x_1:
+        /*0020*/                   HMMA.16816.F32 R4, R8, R10, R4 ;
+        /*0030*/                   HMMA.16816.F32 R4, R8, R10, R4 ;
+        /*0040*/                   FFMA R1, R2, R3, R1 ;
+        /*0050*/              @!P0 BRA `(.L_x_1) ;
+        /*0060*/                   STL [R1], R2 ;
+        /*0070*/               @P1 BRA `(.L_x_0) ;
+        /*0080*/                   LDL R2, [R1] ;
+        /*0090*/                   EXIT ;
+"""
+
+
+def test_the_innermost_backward_loop_is_the_main_loop():
+    k = sass.parse(LISTING)["k"]
+    assert sass.main_loop(k) == (0x20, 0x50)
+    m = sass.mix(k)
+    assert m["loop_instructions"] == 4
+    assert m["tensor_share"] == 0.5 and m["ffma_share"] == 0.25
+    assert m["local_ops"] == 2
+
+
+def test_straight_line_code_has_no_loop():
+    k = sass.parse(LISTING.replace("BRA `(.L_x_1)", "NOP").replace("BRA `(.L_x_0)", "NOP"))["k"]
+    assert sass.main_loop(k) is None
+    assert sass.mix(k)["loop_instructions"] == 0
+
+
+@pytest.mark.skipif(sass.nvdisasm_path() is None, reason="nvdisasm not installed")
+def test_a_real_cubin_grid_stride_loop():
+    from aotc.kernels.nvrtc_compile import compile_device
+    src = r"""
+    extern "C" __global__ void saxpy(const float *x, float *y, float a, int n) {
+      for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        y[i] = a * x[i] + y[i];
+    }"""
+    m = sass.cubin_mix(compile_device(src, "sm_90"))["saxpy"]
+    assert 0 < m["loop_instructions"] < 30
+    assert m["ffma_share"] == pytest.approx(1 / m["loop_instructions"], abs=1e-3)
+    assert m["global_share"] == pytest.approx(3 / m["loop_instructions"], abs=1e-3)
+    assert m["tensor_share"] == 0 and m["local_ops"] == 0
