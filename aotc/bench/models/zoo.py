@@ -223,6 +223,16 @@ def _causal_scores(m, scores, mask_kind):
     return m.op("Where", [keep, scores, _f(m, f"neg_{m._n}", np.finfo(np.float32).min)])
 
 
+def _repeat_kv(m, t, kv_heads, heads, dh):
+    """(B, kv, S, dh) -> (B, kv, rep, S, dh) -> (B, heads, S, dh), with B and S read from Shape (GQA)."""
+    t = m.op("Unsqueeze", [t, m.c(f"rk_{m._n}", [2])])
+    big = m.op("Concat", [_dim(m, t, 0), m.c(f"kv_{m._n}", [kv_heads, heads // kv_heads]), _dim(m, t, 3),
+                          m.c(f"dh_{m._n}", [dh])], axis=0)
+    t = m.op("Expand", [t, big])
+    new = m.op("Concat", [_dim(m, t, 0), m.c(f"h_{m._n}", [heads]), _dim(m, t, 3), m.c(f"d_{m._n}", [dh])], axis=0)
+    return m.op("Reshape", [t, new])
+
+
 def _llama_attention(m, x, pos, d, heads, kv_heads, dh, cos, sin, tag, mask_kind, fused_ops):
     q = _split_heads(m, _linear(m, x, d, heads * dh, f"{tag}_q", bias=False), heads, dh)
     k = _split_heads(m, _linear(m, x, d, kv_heads * dh, f"{tag}_k", bias=False), kv_heads, dh)
@@ -240,18 +250,7 @@ def _llama_attention(m, x, pos, d, heads, kv_heads, dh, cos, sin, tag, mask_kind
         s = m.op("Unsqueeze", [m.op("Sin", [emb]), m.c(f"{tag}_su", [1])])
         q = m.op("Add", [m.op("Mul", [q, c]), m.op("Mul", [_rotate_half(m, q, dh), s])])
         k = m.op("Add", [m.op("Mul", [k, c]), m.op("Mul", [_rotate_half(m, k, dh), s])])
-    rep = heads // kv_heads
-
-    def repeat_kv(t):          # (B, kv, S, dh) -> (B, kv, rep, S, dh) -> (B, heads, S, dh)
-        t = m.op("Unsqueeze", [t, m.c(f"rk_{m._n}", [2])])
-        big = m.op("Concat", [_dim(m, t, 0), m.c(f"kv_{m._n}", [kv_heads, rep]), _dim(m, t, 3),
-                              m.c(f"dh_{m._n}", [dh])], axis=0)
-        t = m.op("Expand", [t, big])
-        new = m.op("Concat", [_dim(m, t, 0), m.c(f"h_{m._n}", [heads]), _dim(m, t, 3), m.c(f"d_{m._n}", [dh])],
-                   axis=0)
-        return m.op("Reshape", [t, new])
-
-    k, v = repeat_kv(k), repeat_kv(v)
+    k, v = _repeat_kv(m, k, kv_heads, heads, dh), _repeat_kv(m, v, kv_heads, heads, dh)
     scores = m.op("MatMul", [q, m.op("Transpose", [k], perm=[0, 1, 3, 2])])
     scores = m.op("Mul", [scores, _f(m, f"{tag}_scale", 1.0 / np.sqrt(dh))])
     attn = m.op("Softmax", [_causal_scores(m, scores, mask_kind)], axis=-1)
@@ -360,7 +359,6 @@ def llama_kv(seed=0, vocab=64, d=32, heads=4, kv_heads=2, ffn=48, layers=2, opse
     """
     m = _ModelWithFunctions(seed)
     dh = d // heads
-    rep = heads // kv_heads
     h = m.op("Gather", [m.w("embed", vocab, d, scale=1.0), "input_ids"], axis=0)
     presents = []
     for i in range(layers):
@@ -381,20 +379,11 @@ def llama_kv(seed=0, vocab=64, d=32, heads=4, kv_heads=2, ffn=48, layers=2, opse
         v = m.op("Concat", [f"past_key_values.{i}.value", v], axis=2)
         presents += [(k, f"present.{i}.key"), (v, f"present.{i}.value")]
 
-        def repeat_kv(t):
-            t = m.op("Unsqueeze", [t, m.c(f"rk_{m._n}", [2])])
-            big = m.op("Concat", [_dim(m, t, 0), m.c(f"kv_{m._n}", [kv_heads, rep]), _dim(m, t, 3),
-                                  m.c(f"dh_{m._n}", [dh])], axis=0)
-            t = m.op("Expand", [t, big])
-            new = m.op("Concat", [_dim(m, t, 0), m.c(f"h_{m._n}", [heads]), _dim(m, t, 3), m.c(f"d_{m._n}", [dh])],
-                       axis=0)
-            return m.op("Reshape", [t, new])
-
-        scores = m.op("MatMul", [q, m.op("Transpose", [repeat_kv(k)], perm=[0, 1, 3, 2])])
+        scores = m.op("MatMul", [q, m.op("Transpose", [_repeat_kv(m, k, kv_heads, heads, dh)], perm=[0, 1, 3, 2])])
         scores = m.op("Mul", [scores, _f(m, f"{tag}_scale", 1.0 / np.sqrt(dh))])
         attn = m.op("Softmax", [_past_causal_scores(m, scores)], axis=-1)
-        a = _linear(m, _merge_heads(m, m.op("MatMul", [attn, repeat_kv(v)]), heads * dh), heads * dh, d,
-                    f"{tag}_o", bias=False)
+        ctx = _merge_heads(m, m.op("MatMul", [attn, _repeat_kv(m, v, kv_heads, heads, dh)]), heads * dh)
+        a = _linear(m, ctx, heads * dh, d, f"{tag}_o", bias=False)
         h = m.op("Add", [h, a])
         x = _rms_norm(m, h, d, f"{tag}_post", opset)
         gate = _silu(m, _linear(m, x, d, ffn, f"{tag}_gate", bias=False))
