@@ -582,6 +582,39 @@ def _check_precision(attrs, ts):
     _check(p == "default" or ts[0].dtype == dtypes.f32, "precision='tf32' needs f32 operands")
 
 
+INTEGER_MMA = ("i8", "u8")
+
+
+def result_dtype(attrs, a, b) -> dtypes.DType:
+    """The element type a dot_general / convolution produces.
+
+    Float operands of one dtype give that dtype. attrs['out_dtype'] names a
+    wider accumulate type for 8-bit operands, as tensor-core mma computes it:
+    i8/u8 (either, per operand) -> 'i32' (exact products, sums wrap mod 2**32
+    like mma's s32 accumulator), and 1-byte floats (float8) -> 'f32' (exact
+    products summed in f32).
+    """
+    out = attrs.get("out_dtype")
+    if out is None:
+        _check(a.dtype == b.dtype and a.dtype.is_float, f"operands must share a float dtype: {a.dtype}, {b.dtype}")
+        return a.dtype
+    if a.dtype.name in INTEGER_MMA or b.dtype.name in INTEGER_MMA:
+        _check(a.dtype.name in INTEGER_MMA and b.dtype.name in INTEGER_MMA and out == "i32",
+               f"integer operands {a.dtype} x {b.dtype} need out_dtype='i32' and both operands i8/u8, got {out!r}")
+        return dtypes.i32
+    _check(a.dtype == b.dtype and a.dtype.is_float and a.dtype.itemsize == 1 and out == "f32",
+           f"out_dtype={out!r} needs i8/u8 operands (-> 'i32') or one 1-byte float dtype (-> 'f32'), "
+           f"got {a.dtype} x {b.dtype}")
+    return dtypes.from_name(out)
+
+
+def _accumulate_operands(attrs, *xs):
+    """Operands as the reference multiplies them: int64 for integer mma, else f32."""
+    if attrs.get("out_dtype") == "i32":
+        return tuple(x.astype(np.int64) for x in xs)
+    return tuple(x.astype(np.float32) for x in xs)
+
+
 def _dot_infer(attrs, ts):
     a, b = ts
     _check_precision(attrs, ts)
@@ -592,18 +625,17 @@ def _dot_infer(attrs, ts):
     _check(all(a.shape[x] == b.shape[y] for x, y in zip(lb, rb)), "batch dim sizes differ")
     _check(all(a.shape[x] == b.shape[y] for x, y in zip(lc, rc)),
            f"contracting dim sizes differ: {[a.shape[x] for x in lc]} vs {[b.shape[y] for y in rc]}")
-    _check(a.dtype == b.dtype and a.dtype.is_float, f"operands must share a float dtype: {a.dtype}, {b.dtype}")
+    out = result_dtype(attrs, a, b)
     lf, rf = dot_free_dims(attrs, a.rank, b.rank)
     shape = tuple(a.shape[d] for d in lb) + tuple(a.shape[d] for d in lf) + tuple(b.shape[d] for d in rf)
-    return [TensorType(shape, a.dtype)]
+    return [TensorType(shape, out)]
 
 
 def _dot_ref(attrs, a, b):
     a, b = _tf32_operands(attrs, a, b)
     lb, rb, lc, rc = _dot_dims(attrs)
     lf, rf = dot_free_dims(attrs, a.ndim, b.ndim)
-    A = a.transpose(lb + tuple(lf) + lc).astype(np.float32)
-    B = b.transpose(rb + rc + tuple(rf)).astype(np.float32)
+    A, B = _accumulate_operands(attrs, a.transpose(lb + tuple(lf) + lc), b.transpose(rb + rc + tuple(rf)))
     bs = A.shape[:len(lb)]
     m = A.shape[len(lb):len(lb) + len(lf)]
     n = B.shape[len(rb) + len(rc):]
@@ -611,7 +643,12 @@ def _dot_ref(attrs, a, b):
     A2 = A.reshape(_size(bs), _size(m), k)
     B2 = B.reshape(_size(bs), k, _size(n))
     out = np.matmul(A2, B2).reshape(bs + m + n)
-    return [out.astype(a.dtype)]
+    return [out.astype(_out_np(attrs, a))]
+
+
+def _out_np(attrs, a):
+    out = attrs.get("out_dtype")
+    return dtypes.from_name(out).np if out else a.dtype
 
 
 def _dot_flops(attrs, ins, outs):
@@ -664,11 +701,11 @@ def _conv_infer(attrs, ts):
     _check(len(strides) == len(dil) == len(pads) == nsp, "strides/dilations/padding need one entry per spatial dim")
     _check(g >= 1 and x.shape[1] == w.shape[1] * g and w.shape[0] % g == 0,
            f"channels: input C={x.shape[1]}, weight {w.shape}, groups={g} do not agree")
-    _check(x.dtype == w.dtype and x.dtype.is_float, "input and weight must share a float dtype")
+    out_dt = result_dtype(attrs, x, w)
     sp = tuple(conv_out_dim(x.shape[2 + i], w.shape[2 + i], strides[i], pads[i][0], pads[i][1], dil[i])
                for i in range(nsp))
     _check(all(s >= 1 for s in sp), f"output spatial size {sp} is empty")
-    return [TensorType((x.shape[0], w.shape[0]) + sp, x.dtype)]
+    return [TensorType((x.shape[0], w.shape[0]) + sp, out_dt)]
 
 
 def _window_views(xp, kshape, strides, dil, out_sp):
@@ -685,19 +722,20 @@ def _conv_ref(attrs, x, w):
         (out,) = _conv_ref(dict(attrs, layout="NCHW"), x.transpose(back), w.transpose(back))
         return [_contig(out.transpose(to_last))]
     strides, dil, pads, g = tuple(attrs["strides"]), tuple(attrs["dilations"]), attrs["padding"], attrs["groups"]
-    xf, wf = _tf32_operands(attrs, x.astype(np.float32), w.astype(np.float32))
+    xf, wf = _tf32_operands(attrs, *_accumulate_operands(attrs, x, w))
     xp = np.pad(xf, [(0, 0), (0, 0)] + [tuple(p) for p in pads])
-    out_sp = _conv_infer(attrs, [TensorType(x.shape, dtypes.f32), TensorType(w.shape, dtypes.f32)])[0].shape[2:]
+    out_sp = _conv_infer(dict(attrs, out_dtype=None),
+                         [TensorType(x.shape, dtypes.f32), TensorType(w.shape, dtypes.f32)])[0].shape[2:]
     n, c = x.shape[:2]
     o = w.shape[0]
     cg, og = c // g, o // g
-    out = np.zeros((n, o) + tuple(out_sp), np.float32)
+    out = np.zeros((n, o) + tuple(out_sp), xf.dtype)
     for pos, view in _window_views(xp, w.shape[2:], strides, dil, out_sp):
         for gi in range(g):
             xs = view[:, gi * cg:(gi + 1) * cg]                       # (N, Cg, *S)
             ws = wf[(slice(gi * og, (gi + 1) * og), slice(None)) + pos]  # (Og, Cg)
             out[:, gi * og:(gi + 1) * og] += np.einsum("nc...,oc->no...", xs, ws)
-    return [out.astype(x.dtype)]
+    return [out.astype(_out_np(attrs, x))]
 
 
 def _conv_flops(attrs, ins, outs):

@@ -53,6 +53,45 @@ def test_dot_general_matches_einsum():
     assert ops.node_flops("dot_general", attrs, [t(2, 3, 4), t(2, 5, 4)], [t(2, 3, 5)]) == 2 * 2 * 3 * 5 * 4
 
 
+_DOT = {"lhs_batch": (), "rhs_batch": (), "lhs_contract": (1,), "rhs_contract": (0,)}
+
+
+def test_integer_dot_accumulates_exactly_in_i32_and_wraps_like_mma():
+    rng = np.random.default_rng(2)
+    a = rng.integers(-128, 128, (5, 64), dtype=np.int8)
+    b = rng.integers(0, 256, (64, 7), dtype=np.uint8)          # u8 x s8 mixes, as mma.u8.s8 does
+    attrs = dict(_DOT, out_dtype="i32")
+    (out,) = ops.reference("dot_general", attrs, a, b)
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, a.astype(np.int64) @ b.astype(np.int64))
+    assert ops.infer_types("dot_general", attrs, [t(5, 64, dt=dtypes.i8), t(64, 7, dt=dtypes.u8)])[0].dtype == dtypes.i32
+    big = np.full((1, 2**17 + 1), 127, np.int8)                 # 127*127*(2**17+1) > 2**31: wraps
+    (w,) = ops.reference("dot_general", attrs, big, big.T.copy())
+    assert int(w[0, 0]) == (127 * 127 * (2**17 + 1) + 2**31) % 2**32 - 2**31
+
+
+def test_integer_conv_matches_float_conv_on_exact_values():
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, (1, 5, 6, 6), dtype=np.int8)
+    w = rng.integers(-128, 128, (4, 5, 3, 3), dtype=np.int8)
+    attrs = {"strides": (1, 1), "dilations": (1, 1), "padding": ((1, 1), (1, 1)), "groups": 1}
+    (qi,) = ops.reference("convolution", dict(attrs, out_dtype="i32"), x, w)
+    (qf,) = ops.reference("convolution", attrs, x.astype(np.float32), w.astype(np.float32))
+    assert qi.dtype == np.int32
+    np.testing.assert_array_equal(qi, qf.astype(np.int32))     # |sums| < 2**24: f32 is exact here
+
+
+@pytest.mark.parametrize("ins,attrs,match", [
+    ([t(2, 3, dt=dtypes.i8), t(3, 2, dt=dtypes.i8)], {}, "float dtype"),
+    ([t(2, 3, dt=dtypes.i8), t(3, 2, dt=dtypes.i8)], {"out_dtype": "f32"}, "out_dtype='i32'"),
+    ([t(2, 3, dt=dtypes.i8), t(3, 2, dt=dtypes.f16)], {"out_dtype": "i32"}, "both operands i8/u8"),
+    ([t(2, 3), t(3, 2)], {"out_dtype": "f32"}, "1-byte float"),
+])
+def test_out_dtype_rules_name_what_is_wrong(ins, attrs, match):
+    with pytest.raises(VerifyError, match=match):
+        ops.infer_types("dot_general", dict(_DOT, **attrs), ins)
+
+
 def test_convolution_reference_matches_direct_loops():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((1, 4, 6, 5)).astype(np.float32)
