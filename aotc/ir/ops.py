@@ -592,7 +592,9 @@ def result_dtype(attrs, a, b) -> dtypes.DType:
     wider accumulate type for 8-bit operands, as tensor-core mma computes it:
     i8/u8 (either, per operand) -> 'i32' (exact products, sums wrap mod 2**32
     like mma's s32 accumulator), and 1-byte floats (float8) -> 'f32' (exact
-    products summed in f32).
+    products summed in f32). An integer convolution may also name
+    attrs['pad_value']: the integer its padding holds (an activation's zero
+    point, so that padding dequantizes to 0 as it does in float).
     """
     out = attrs.get("out_dtype")
     if out is None:
@@ -702,6 +704,8 @@ def _conv_infer(attrs, ts):
     _check(g >= 1 and x.shape[1] == w.shape[1] * g and w.shape[0] % g == 0,
            f"channels: input C={x.shape[1]}, weight {w.shape}, groups={g} do not agree")
     out_dt = result_dtype(attrs, x, w)
+    _check(attrs.get("pad_value", 0) == 0 or out_dt == dtypes.i32,
+           "pad_value (the quantized zero point the padding holds) needs integer operands and out_dtype='i32'")
     sp = tuple(conv_out_dim(x.shape[2 + i], w.shape[2 + i], strides[i], pads[i][0], pads[i][1], dil[i])
                for i in range(nsp))
     _check(all(s >= 1 for s in sp), f"output spatial size {sp} is empty")
@@ -723,8 +727,8 @@ def _conv_ref(attrs, x, w):
         return [_contig(out.transpose(to_last))]
     strides, dil, pads, g = tuple(attrs["strides"]), tuple(attrs["dilations"]), attrs["padding"], attrs["groups"]
     xf, wf = _tf32_operands(attrs, *_accumulate_operands(attrs, x, w))
-    xp = np.pad(xf, [(0, 0), (0, 0)] + [tuple(p) for p in pads])
-    out_sp = _conv_infer(dict(attrs, out_dtype=None),
+    xp = np.pad(xf, [(0, 0), (0, 0)] + [tuple(p) for p in pads], constant_values=attrs.get("pad_value", 0))
+    out_sp = _conv_infer(dict(attrs, out_dtype=None, pad_value=0),
                          [TensorType(x.shape, dtypes.f32), TensorType(w.shape, dtypes.f32)])[0].shape[2:]
     n, c = x.shape[:2]
     o = w.shape[0]

@@ -79,6 +79,12 @@ def test_integer_conv_matches_float_conv_on_exact_values():
     (qf,) = ops.reference("convolution", attrs, x.astype(np.float32), w.astype(np.float32))
     assert qi.dtype == np.int32
     np.testing.assert_array_equal(qi, qf.astype(np.int32))     # |sums| < 2**24: f32 is exact here
+    zp = 7                     # padding holds the zero point: (x - zp) * w over the padded window
+    (qz,) = ops.reference("convolution", dict(attrs, out_dtype="i32", pad_value=zp), x, w)
+    (fz,) = ops.reference("convolution", attrs, x.astype(np.float32) - zp, w.astype(np.float32))
+    np.testing.assert_array_equal(qz - zp * w.astype(np.int64).sum(axis=(1, 2, 3))[None, :, None, None], fz)
+    with pytest.raises(VerifyError, match="pad_value"):
+        ops.infer_types("convolution", dict(attrs, pad_value=3), [t(1, 5, 6, 6), t(4, 5, 3, 3)])
 
 
 @pytest.mark.parametrize("ins,attrs,match", [
