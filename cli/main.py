@@ -116,6 +116,7 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precisi
     if explain:
         from aotc.fusion.regions import explain as explain_region
         s["fusion"] = [explain_region(r) for r in result.regions]
+        s["quantization"] = _quantization(result.graph_imported, disable_pass)
     if as_json:
         click.echo(json.dumps(s, indent=2))
         return
@@ -145,7 +146,27 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precisi
     click.echo("  time       " + ", ".join(f"{k} {v:.2f}s" for k, v in s["stage_seconds"].items())
                + f" (total {s['total_seconds']:.2f}s)")
     if explain:
+        _echo_quantization(s["quantization"])
         _echo_fusion(s["fusion"])
+
+
+def _quantization(graph, disabled) -> dict[str, str]:
+    """Per Conv/MatMul/Gemm with a dequantized operand: 'int8', 'fp8' or 'float: <why>'."""
+    from aotc.hlo_passes.quantize import decisions
+    found = decisions(graph)
+    if "quantize" in disabled:
+        return {k: "float: pass 'quantize' is disabled" for k in found}
+    return found
+
+
+def _echo_quantization(found: dict[str, str]) -> None:
+    if not found:
+        return
+    integer = sum(not v.startswith("float") for v in found.values())
+    click.echo(f"  quantized  {integer} of {len(found)} dot/conv nodes with Q/DQ operands run in int8/fp8")
+    for name, how in found.items():
+        if how.startswith("float"):
+            click.echo(f"             {name}: {how}")
 
 
 def _echo_fusion(regions: list[dict], shown: int = 6) -> None:

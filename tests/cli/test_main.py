@@ -62,6 +62,21 @@ def test_compile_explain_shows_each_kernels_fusion(model_path, tmp_path):
     assert "Gemm_6" in "".join(lines[start:]) and "operand prologue takes only index math" in "".join(lines[start:])
 
 
+def test_compile_explain_says_why_a_quantized_conv_stays_float(tmp_path):
+    """A Q/DQ conv whose weights have a zero point runs in float, and --explain names the reason per node."""
+    from tests.helpers.quantized import qdq_conv_model
+    path, out = tmp_path / "q.onnx", tmp_path / "q.engine"
+    onnx.save(qdq_conv_model(zx=5, weight_zp=3), path)
+    args = ["compile", str(path), "-o", str(out), "--explain", "--arch", "sm_90", "--no-host"]
+    res = CliRunner().invoke(main, args + ["--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["quantization"] == {"conv1": "float: weight has a non-zero zero point "
+                                                                "(supported: symmetric weights)"}
+    res = CliRunner().invoke(main, args + ["-q"])
+    assert res.exit_code == 0, res.output
+    assert "quantized  0 of 1 dot/conv nodes" in res.output and "conv1: float: weight has a non-zero" in res.output
+
+
 def test_run_with_inputs_matches_onnxruntime(engine_path, model_path, tmp_path):
     ort = pytest.importorskip("onnxruntime")
     outs = tmp_path / "out.npz"

@@ -13,6 +13,7 @@ import tempfile
 
 import numpy as np
 import onnx
+from onnx import TensorProto, helper, numpy_helper
 
 
 def draw_feeds(inputs: dict, rng) -> dict:
@@ -87,3 +88,29 @@ def quantized_mismatch(got: list, ref: list) -> tuple[float, int]:
     diffs = [np.abs(g.astype(np.int64) - r.astype(np.int64)) for g, r in pairs]
     total = sum(d.size for d in diffs)
     return sum(int(np.count_nonzero(d)) for d in diffs) / max(total, 1), max((int(d.max()) for d in diffs), default=0)
+
+
+def qdq_conv_model(zx: int, weight_zp: int = 0, modelopt: bool = False) -> onnx.ModelProto:
+    """x -> Q/DQ (i8, zero point zx) -> Conv 3x3 pad 1 with per-channel weights (int8 initializer, or a float
+    weight behind Q -> DQ as ModelOpt writes it) -> Relu."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    ws = (np.abs(w).reshape(6, -1).max(1) / 127).astype(np.float32)
+    inits = [numpy_helper.from_array(np.array(0.02, np.float32), "sx"),
+             numpy_helper.from_array(np.array(zx, np.int8), "zx"),
+             numpy_helper.from_array(ws, "ws"), numpy_helper.from_array(np.full(6, weight_zp, np.int8), "wz"),
+             numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["qx"]),
+             helper.make_node("DequantizeLinear", ["qx", "sx", "zx"], ["dx"])]
+    if modelopt:
+        inits.append(numpy_helper.from_array(w, "wf"))
+        nodes.append(helper.make_node("QuantizeLinear", ["wf", "ws", "wz"], ["wq"], axis=0))
+    else:
+        inits.append(numpy_helper.from_array(np.clip(np.round(w / ws[:, None, None, None]), -127, 127)
+                                             .astype(np.int8), "wq"))
+    nodes += [helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["dw"], axis=0),
+              helper.make_node("Conv", ["dx", "dw", "b"], ["c"], name="conv1", pads=[1, 1, 1, 1]),
+              helper.make_node("Relu", ["c"], ["out"])]
+    graph = helper.make_graph(nodes, "qconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 7, 5])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 6, 7, 5])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])

@@ -9,7 +9,8 @@ from aotc.hlo_passes.pipeline import run_pipeline
 from aotc.hlo_passes.verify import verify
 from aotc.importers.onnx import import_onnx
 from aotc.ir.interpreter import interpret
-from tests.helpers.quantized import distance, draw_feeds, expose_quantized, ort_qdq, ort_run, quantized_mismatch
+from tests.helpers.quantized import (distance, draw_feeds, expose_quantized, ort_qdq, ort_run, qdq_conv_model,
+                                     quantized_mismatch)
 from tests.helpers.rng import fresh_rng
 
 from ._graphs import assert_unchanged, snapshot
@@ -92,29 +93,7 @@ def test_asymmetric_activation_times_activation_corrects_both_zero_points():
 
 
 def _qdq_conv_model(zx: int, weight_zp: int = 0, modelopt: bool = False):
-    """x -> Q/DQ (i8, zero point zx) -> Conv 3x3 pad 1 with per-channel weights (int8 initializer, or a float
-    weight behind Q -> DQ as ModelOpt writes it) -> Relu."""
-    rng = np.random.default_rng(1)
-    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
-    ws = (np.abs(w).reshape(6, -1).max(1) / 127).astype(np.float32)
-    inits = [numpy_helper.from_array(np.array(0.02, np.float32), "sx"),
-             numpy_helper.from_array(np.array(zx, np.int8), "zx"),
-             numpy_helper.from_array(ws, "ws"), numpy_helper.from_array(np.full(6, weight_zp, np.int8), "wz"),
-             numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b")]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["qx"]),
-             helper.make_node("DequantizeLinear", ["qx", "sx", "zx"], ["dx"])]
-    if modelopt:
-        inits.append(numpy_helper.from_array(w, "wf"))
-        nodes.append(helper.make_node("QuantizeLinear", ["wf", "ws", "wz"], ["wq"], axis=0))
-    else:
-        inits.append(numpy_helper.from_array(np.clip(np.round(w / ws[:, None, None, None]), -127, 127)
-                                             .astype(np.int8), "wq"))
-    nodes += [helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["dw"], axis=0),
-              helper.make_node("Conv", ["dx", "dw", "b"], ["c"], pads=[1, 1, 1, 1]),
-              helper.make_node("Relu", ["c"], ["out"])]
-    graph = helper.make_graph(nodes, "qconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 7, 5])],
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 6, 7, 5])], inits)
-    return import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]))
+    return import_onnx(qdq_conv_model(zx, weight_zp, modelopt))
 
 
 @pytest.mark.parametrize("modelopt", [False, True])
