@@ -4,13 +4,15 @@ The ONNX importer lowers DequantizeLinear to plain float math,
 `(convert(q) - Z) * S`, with Z and S computed from constants (a per-tensor,
 per-axis or blocked scale broadcast to q's shape). This module reads that
 math back: `DQView` says that a float Value equals `(q - zero) * scale`
-elementwise, where `q` is an 8-bit Value (i8/u8, or a 1-byte float) and
+elementwise, where `q` is a narrow Value (i8/u8, i16/u16, or a float8) and
 `zero` / `scale` are arrays broadcastable to q's shape. Any such value is a
 dequantization, whichever tool wrote it; a weight quantized at compile time
 (ModelOpt's float weight behind Q -> DQ) has a constant q, evaluated here once,
 so the weight Q is folded into an 8-bit constant.
 
-Index ops commute with an elementwise dequantization: transpose(DQ(w)) is
+A dequantization with f16/bf16 scales computes in f32 and narrows the
+result; the view looks through that convert (the rewrite computes in f32 and
+narrows once, at the end). Index ops commute with an elementwise dequantization: transpose(DQ(w)) is
 DQ(transpose(w)) with the scale transposed the same way, so views look
 through transpose and reshape of a constant q (Gemm's transB, a MatMul weight
 reshaped by the importer).
@@ -31,8 +33,8 @@ MAX_CONST_ELEMENTS = 1 << 24   # evaluate constant chains up to this size (weigh
 
 
 def is_quantized_dtype(dt) -> bool:
-    """8-bit types a dequantization reads: i8, u8 and the 1-byte floats."""
-    return dt in (dtypes.i8, dtypes.u8) or (dt.is_float and dt.itemsize == 1)
+    """Types a dequantization reads: integers up to 16 bits and float8 (only the 8-bit ones run integer)."""
+    return dt in (dtypes.i8, dtypes.u8, dtypes.i16, dtypes.u16) or dt.is_float8
 
 
 class Consts:
@@ -97,6 +99,8 @@ def dq_view(v: Value, consts: Consts, depth: int = 0) -> DQView | None:
     n = producer.get(v)
     if n is None or depth > 8 or not v.type.is_static:
         return None
+    if n.op == "convert" and v.dtype.is_float and n.inputs[0].dtype == dtypes.f32:
+        return dq_view(n.inputs[0], consts, depth + 1)    # DQ with f16/bf16 scales: f32 math, then narrowed
     if n.op in ("transpose", "reshape"):
         inner = dq_view(n.inputs[0], consts, depth + 1)
         if inner is None or inner.data is None:

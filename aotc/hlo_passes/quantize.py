@@ -51,6 +51,9 @@ class Refused(Exception):
 
 
 def _math(a: DQView, b: DQView) -> str:
+    for v in (a, b):
+        if v.qdtype.itemsize != 1:
+            raise Refused(f"operand dequantized from {v.qdtype.name} (supported: i8, u8 and float8)")
     ints = [v.qdtype in (dtypes.i8, dtypes.u8) for v in (a, b)]
     if all(ints):
         return "int8"
@@ -65,8 +68,8 @@ def _math(a: DQView, b: DQView) -> str:
 
 
 def _views(n: Node, consts: Consts) -> tuple[DQView, DQView]:
-    if n.outputs[0].dtype != dtypes.f32 or n.attrs.get("out_dtype"):
-        raise Refused(f"result is {n.outputs[0].dtype.name} (the integer form needs an f32 dequantized result)")
+    if not n.outputs[0].dtype.is_float or n.outputs[0].dtype.itemsize < 2 or n.attrs.get("out_dtype"):
+        raise Refused(f"result is {n.outputs[0].dtype.name} (the integer form needs a dequantized float result)")
     views = [dq_view(v, consts) for v in n.inputs[:2]]
     missing = [name for name, vw in zip(("lhs", "rhs") if n.op == "dot_general" else ("input", "weight"), views)
                if vw is None]
@@ -110,11 +113,15 @@ def _operand(rw: Rewriter, view: DQView, hint: str) -> Value:
 
 
 def _finish(e: _Emit, acc: Value, scale, bias, out: Value) -> Value:
-    """out = convert(acc, f32) * scale (+ bias), written to the anchor's original result Value."""
+    """out = convert(acc, f32) * scale (+ bias), written to the anchor's original result Value (narrowed to
+    f16/bf16 last when the model computes in those)."""
     f = acc if acc.dtype == dtypes.f32 else e.op("convert", acc, dtype="f32")
     has_bias = bias is not None and np.any(bias)
-    y = e.op("mul", f, e.const(scale, "scale"), out=None if has_bias else out)
-    return e.op("add", y, e.const(bias, "bias"), out=out) if has_bias else y
+    narrow = out.dtype != dtypes.f32
+    y = e.op("mul", f, e.const(scale, "scale"), out=None if has_bias or narrow else out)
+    if has_bias:
+        y = e.op("add", y, e.const(bias, "bias"), out=None if narrow else out)
+    return e.op("convert", y, dtype=out.dtype.name, out=out) if narrow else y
 
 
 def _dot(rw: Rewriter | None, n: Node, a: DQView, b: DQView, math: str) -> None:

@@ -8,12 +8,14 @@ from aotc.hlo_passes import dce, quantize
 from aotc.hlo_passes.pipeline import run_pipeline
 from aotc.hlo_passes.verify import verify
 from aotc.importers.onnx import import_onnx
+from aotc.ir import dtypes
+from aotc.ir.graph import GraphBuilder
 from aotc.ir.interpreter import interpret
 from tests.helpers.quantized import (distance, draw_feeds, expose_quantized, ort_qdq, ort_run, qdq_conv_model,
                                      quantized_mismatch)
 from tests.helpers.rng import fresh_rng
 
-from ._graphs import assert_unchanged, snapshot
+from ._graphs import assert_unchanged, scalar_constant, snapshot
 
 
 def _anchors(g):
@@ -126,3 +128,35 @@ def test_refuses_what_cannot_factor_out_and_says_why(graph, reason):
     assert decision == f"float: {reason}" or decision.startswith(f"float: {reason}"), decision
     assert quantize.run(g) is g
     assert_unchanged(g, snap)
+
+
+def _fp8_dense(w_dtype=dtypes.f8e4m3fn):
+    """x (6, 40) -> Q/DQ to float8 e4m3fn per-tensor -> dot with a float8 weight (40, 9), per-column scales."""
+    rng = np.random.default_rng(4)
+    b = GraphBuilder()
+    x = b.input("x", (6, 40))
+    sx = b.add("broadcast_in_dim", scalar_constant(b, 0.05, "sx"), shape=(6, 40), broadcast_dimensions=())
+    q = b.add("convert", b.add("div", x, sx), dtype="f8e4m3fn", saturate=True)
+    dx = b.add("mul", b.add("convert", q, dtype="f32"), sx)
+    w = b.constant(rng.standard_normal((40, 9)).astype(w_dtype.np), "w")
+    sw = b.add("broadcast_in_dim", b.constant(rng.uniform(0.01, 0.02, 9).astype(np.float32), "sw"), shape=(40, 9),
+               broadcast_dimensions=(1,))
+    dw = b.add("mul", b.add("convert", w, dtype="f32"), sw)
+    y = b.add("dot_general", dx, dw, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,), name="fc")
+    return b.build([b.add("tanh", y)])
+
+
+def test_fp8_dense_runs_fp8_with_f32_accumulation():
+    rng, seed = fresh_rng()
+    g = _fp8_dense()
+    assert quantize.decisions(g) == {"fc": "fp8"}
+    out = dce.run(quantize.run(g))
+    verify(out)
+    (dot,) = [n for n in out.nodes if n.op == "dot_general"]
+    assert dot.attrs["out_dtype"] == "f32" and [v.dtype for v in dot.inputs] == [dtypes.f8e4m3fn] * 2
+    _close(g, out, {"x": rng.standard_normal((6, 40)).astype(np.float32)})
+
+
+def test_mixed_float8_types_stay_float():
+    assert quantize.decisions(_fp8_dense(dtypes.f8e5m2)) == {"fc": "float: fp8 operands of different types "
+                                                                   "f8e4m3fn x f8e5m2"}
