@@ -160,3 +160,46 @@ def test_fp8_dense_runs_fp8_with_f32_accumulation():
 def test_mixed_float8_types_stay_float():
     assert quantize.decisions(_fp8_dense(dtypes.f8e5m2)) == {"fc": "float: fp8 operands of different types "
                                                                    "f8e4m3fn x f8e5m2"}
+
+
+def _u8(rng, *shape):
+    return rng.integers(0, 256, shape).astype(np.uint8)
+
+
+def _i8(rng, *shape):
+    return rng.integers(-127, 128, shape).astype(np.int8)
+
+
+def _integer_op_cases(rng):
+    f32 = lambda *v: np.array(v, np.float32)                                       # noqa: E731
+    return {
+        "MatMulInteger": ([("a", _u8(rng, 2, 5, 24)), ("b", _i8(rng, 24, 7)), ("za", np.array(117, np.uint8))],
+                          {}, {"b", "za"}),
+        "ConvInteger": ([("x", _u8(rng, 1, 4, 6, 5)), ("w", _i8(rng, 3, 4, 3, 3)), ("zx", np.array(99, np.uint8))],
+                        {"pads": [1, 1, 1, 1]}, {"w", "zx"}),
+        "QLinearMatMul": ([("a", _u8(rng, 5, 24)), ("sa", f32(0.02)), ("za", np.array(120, np.uint8)),
+                           ("b", _i8(rng, 24, 7)), ("sb", f32(0.01)), ("zb", np.array(0, np.int8)),
+                           ("sy", f32(0.3)), ("zy", np.array(128, np.uint8))], {},
+                          {"sa", "za", "b", "sb", "zb", "sy", "zy"}),
+        "QLinearConv": ([("x", _u8(rng, 1, 4, 6, 5)), ("sx", f32(0.02)), ("zx", np.array(131, np.uint8)),
+                         ("w", _i8(rng, 3, 4, 3, 3)), ("sw", f32(0.01, 0.02, 0.015)),
+                         ("zw", np.zeros(3, np.int8)), ("sy", f32(0.2)), ("zy", np.array(128, np.uint8)),
+                         ("b", rng.integers(-500, 500, 3).astype(np.int32))], {"pads": [1, 1, 1, 1]},
+                        {"sx", "zx", "w", "sw", "zw", "sy", "zy", "b"}),
+    }
+
+
+@pytest.mark.parametrize("op", ["MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv"])
+def test_integer_onnx_ops_take_the_integer_path(op):
+    from tests.importers.onnx.one_node import make_model
+    rng, seed = fresh_rng()
+    inputs, attrs, consts = _integer_op_cases(rng)[op]
+    model = make_model(op, inputs, attrs, opset=21 if op.startswith("QLinear") else 10, consts=consts)
+    g = import_onnx(model)
+    assert set(quantize.decisions(g).values()) == {"int8"}, seed
+    out, _ = run_pipeline(g)
+    assert {a for _, a in _anchors(out)} == {"i32"}
+    feeds = {n: a for n, a in inputs if n not in consts}
+    (got,), (want,) = interpret(out, feeds), ort_run(model, feeds)
+    diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
+    assert diff.max() <= (1 if op.startswith("QLinear") else 0), seed    # QLinear*: a rounding tie at most
