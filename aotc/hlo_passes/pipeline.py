@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Union
 
 from aotc.errors import AotcError, VerifyError
 from aotc.hlo_passes import (algsimp, bn_fold, constant_folding, cse, dce, dot_views, infer_shapes, layout, merge_dots,
-                              precision, quantize, transpose_sink)
+                              precision, qdq_propagate, quantize, transpose_sink)
 from aotc.hlo_passes.verify import verify
 from aotc.ir.graph import Graph
 
@@ -65,6 +65,7 @@ register("infer-shapes", infer_shapes.run, "re-derive output types from the op t
 register("constant-folding", constant_folding.run, "evaluate nodes whose inputs are all constants")
 register("dce", dce.run, "remove nodes and constants that no graph output needs")
 register("cse", cse.run, "merge nodes with equal op, inputs and attributes, and equal constants")
+register("qdq-propagate", qdq_propagate.run, "move QuantizeLinear above max pools, reshapes, transposes and concats")
 register("quantize", quantize.run, "dot/conv of dequantized (Q/DQ) operands run in int8/fp8 with a scale epilogue")
 register("algsimp", algsimp.run, "local algebraic simplification (x*1, double transpose, x/c -> x*(1/c), ...)")
 register("dot-views", dot_views.run, "a GEMM on a (B*S, D) view of a (B, S, D) activation reads it unviewed")
@@ -236,7 +237,7 @@ def default_pipeline(*, layout: str = "nhwc", precision: str = "fp32", keep_fp32
     """
     if layout not in LAYOUTS:
         raise AotcError(f"unknown layout '{layout}'; supported: {', '.join(LAYOUTS)}")
-    steps: list = ["verify", "infer-shapes", "quantize", _simplify("simplify"), "merge-dots", "dce"]
+    steps: list = ["verify", "infer-shapes", "qdq-propagate", "quantize", _simplify("simplify"), "merge-dots", "dce"]
     if layout == "nhwc":
         steps += ["layout-nhwc", _simplify("after-layout")]
     configured = _precision_module.make(precision, keep_fp32)

@@ -25,13 +25,13 @@ def run_fold(graph, **kw):
 
 
 def test_default_pipeline_order_and_registry():
-    assert default_pipeline().pass_names() == ["verify", "infer-shapes", "quantize"] + SIMPLIFY + ["merge-dots", "dce", "layout-nhwc"] + SIMPLIFY
-    assert default_pipeline(layout="nchw").pass_names() == ["verify", "infer-shapes", "quantize"] + SIMPLIFY + ["merge-dots", "dce"]
+    assert default_pipeline().pass_names() == ["verify", "infer-shapes", "qdq-propagate", "quantize"] + SIMPLIFY + ["merge-dots", "dce", "layout-nhwc"] + SIMPLIFY
+    assert default_pipeline(layout="nchw").pass_names() == ["verify", "infer-shapes", "qdq-propagate", "quantize"] + SIMPLIFY + ["merge-dots", "dce"]
     assert default_pipeline(layout="nchw", precision="fp16").pass_names() == \
-        ["verify", "infer-shapes", "quantize"] + SIMPLIFY + ["merge-dots", "dce", "precision"] + SIMPLIFY
+        ["verify", "infer-shapes", "qdq-propagate", "quantize"] + SIMPLIFY + ["merge-dots", "dce", "precision"] + SIMPLIFY
     assert set(default_pipeline(precision="bf16").pass_names()) <= set(PASSES)
     assert {"verify", "infer-shapes", "constant-folding", "dce", "cse", "algsimp", "bn-fold",
-            "transpose-sink", "layout-nhwc", "precision", "merge-dots", "quantize"} <= set(PASSES)
+            "transpose-sink", "layout-nhwc", "precision", "merge-dots", "quantize", "qdq-propagate"} <= set(PASSES)
     assert all(p.description for p in PASSES.values())
     with pytest.raises(AotcError, match="unknown layout 'nwhc'; supported: nhwc, nchw"):
         default_pipeline(layout="nwhc")
