@@ -1,0 +1,77 @@
+"""8-bit GEMM regions on tensor cores: int8 (i8/u8 -> i32) and fp8 e4m3 (-> f32), templates/dot_mma8.cu.
+
+A dot_general or NHWC convolution whose op says out_dtype='i32' (both operands
+i8/u8) or out_dtype='f32' with float8 operands is a quantized anchor: its
+inner product runs on mma.m16n8k32 through the wrappers in
+templates/aotc_mma8.cuh, whose host fallbacks let the cpu device run the very
+source. Integer sums are exact and wrap mod 2**32 as the op table's reference
+does, so int8 kernels match the interpreter bit for bit; the epilogue (convert,
+per-channel scale, bias, activation, requantize) reads the i32 accumulator as
+the anchor's value. fp8 runs e4m3 mma in the sm_90 cubin and PTX, and two f16
+mma per tile on sm_80 (aotc_mma8.cuh); `math_of` names what each arch runs.
+Split-K stays off: its partials are f32, and integer sums must stay exact.
+Shared with codegen.py's dot and codegen_conv.py's implicit GEMM: only the
+operand loads differ (a conv's padding loads its zero point, `pad_value`).
+"""
+from __future__ import annotations
+
+from aotc.errors import UnsupportedError
+from aotc.ir import dims as D
+from aotc.ir import dtypes, ops
+from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, dot_operand_load
+
+FP8_MMA = ("f8e4m3fn",)          # float8 dtypes with a tensor-core instruction aotc uses
+
+
+def is_mma8(anchor) -> bool:
+    """Whether a dot/conv anchor takes the 8-bit tensor-core kernel (its op names an out_dtype)."""
+    return anchor.attrs.get("out_dtype") is not None
+
+
+def _operand_kind(dt, anchor) -> str:
+    if dt.name in ops.INTEGER_MMA:
+        return "s8" if dt == dtypes.i8 else "u8"
+    if dt.name in FP8_MMA:
+        return "e4m3"
+    raise UnsupportedError(f"{anchor.op} '{anchor.name}': no 8-bit tensor-core kernel for {dt} operands "
+                           f"(supported: i8, u8, float8 {', '.join(FP8_MMA)})")
+
+
+def finish_mma8(b: KernelBuilder, load_a: str, load_b: str, epilogue: str, B, M, N, K, row_stats: str = "") -> Kernel:
+    """The dot_mma8 kernel for operand loads `load_a` (sets `a` at am, ak) and `load_b` (sets `bv` at bk, bn)."""
+    anchor = b.region.anchor
+    x, w = anchor.inputs
+    ka, kb = _operand_kind(x.dtype, anchor), _operand_kind(w.dtype, anchor)
+    if D.upper(B) > 65535:
+        raise UnsupportedError(f"{anchor.op} '{anchor.name}': batch {B} exceeds the grid's z limit 65535")
+    if ka == "e4m3" or kb == "e4m3":
+        slots = dict(elt="e4m3", acc_t="float", val_t="float", to_a="aotc_float_to_e4m3", to_b="aotc_float_to_e4m3")
+    else:                       # the value's two's-complement byte, whatever its signedness
+        slots = dict(elt=ka + kb, acc_t="int", val_t="int", to_a="(unsigned char)", to_b="(unsigned char)")
+    slots.update(load_a=load_a, load_b=load_b, epilogue=epilogue, batch=B, m=M, n=N, k=K, row_stats=row_stats)
+    return b.finish("dot_mma8", slots, (D.ceildiv(N, 64), D.ceildiv(M, 64), B), (128, 1, 1))
+
+
+def generate_dot_mma8(b: KernelBuilder, geometry, row_stats: str = "", norm=None) -> Kernel:
+    """A quantized dot_general: (batch, lhs free, rhs free, contracting) flattened to (B, M, N, K)."""
+    bshape, mshape, nshape, kshape, B, M, N, K = geometry
+    anchor = b.region.anchor
+    lhs, rhs = anchor.inputs
+    a = anchor.attrs
+    lf, rf = ops.dot_free_dims(a, lhs.type.rank, rhs.type.rank)
+    load_a = dot_operand_load(b, bshape, "A", lhs, a["lhs_batch"], lf, a["lhs_contract"], "am", "ak",
+                              mshape, kshape, "a", indent=4, overrides=norm)
+    load_b = dot_operand_load(b, bshape, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, "bk", "bn",
+                              kshape, nshape, "bv", indent=4)
+    epi = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=5)
+    return finish_mma8(b, load_a, load_b, epi.text(), B, M, N, K, row_stats)
+
+
+def math_of(kernel_name: str, source: str = "") -> str | None:
+    """"int8" or "fp8" for a dot_mma8 kernel (by its name and source), None for any other kernel."""
+    if not kernel_name.startswith("aotc_dot_mma8_"):
+        return None
+    return "fp8" if "aotc_mma_m16n8k32_e4m3" in source else "int8"
+
+
+__all__ = ["is_mma8", "finish_mma8", "generate_dot_mma8", "math_of", "FP8_MMA"]

@@ -1,0 +1,177 @@
+// aotc_mma8.cuh: aotc's 8-bit tensor-core wrappers (int8 and fp8 e4m3), each with a host fallback.
+//
+// aotc_mma_m16n8k32_<a><b>(d, a, b, c), <a>, <b> in {s8, u8}: one warp computes
+// D(16x8, s32) = A(16x32, row) * B(32x8, col) + C, products exact and sums wrapping mod 2**32
+// (mma.sync.aligned.m16n8k32.row.col.s32.<a>.<b>.s32, sm_80+, no .satfinite).
+// aotc_mma_m16n8k32_e4m3(d, a, b, c): the same shape with float8 e4m3 operands and f32 C/D
+// (mma...f32.e4m3.e4m3.f32, sm_89+ and PTX ISA 8.4: only the sm_90 cubin and PTX use it).
+// Fragments as PTX's mma.m16n8k32 defines them for 8-bit types (g = lane / 4, t = lane % 4;
+// each register holds four consecutive k values, the lowest in the low byte):
+//   a[0] = A[g][4t..4t+3]      a[1] = A[g+8][4t..4t+3]
+//   a[2] = A[g][4t+16..4t+19]  a[3] = A[g+8][4t+16..4t+19]
+//   b[0] = B[4t..4t+3][g]      b[1] = B[4t+16..4t+19][g]
+//   c/d[0..1] = C[g][2t..2t+1]   c/d[2..3] = C[g+8][2t..2t+1]
+// Where the e4m3 instruction does not exist (__CUDA_ARCH__ < 890, the sm_80 cubin) the fp8
+// wrapper widens each operand byte to f16 (exact: every e4m3 value is an f16) and runs two
+// mma.m16n8k16.f16 on the same registers: k = 4t..4t+3 of a register become the f16 k pairs
+// (2t, 2t+1) and (2t+8, 2t+9), the same permutation for A and B, so each product meets its
+// partner; f16 x f16 products are exact in f32 as e4m3 x e4m3 ones are. On the host the 32
+// lanes publish their fragments in a per-warp scratch, synchronize, and each lane computes its
+// four outputs: integers in unsigned (wrapping) arithmetic, fp8 as exact products summed in f32.
+#pragma once
+#include "aotc_mma.cuh"
+
+// The value of an e4m3 (OCP "e4m3fn": bias 7, no infinities, S.1111.111 = NaN) bit pattern.
+__device__ __forceinline__ float aotc_e4m3_to_float(unsigned bits) {
+  const unsigned e = (bits >> 3) & 15u, m = bits & 7u;
+  float v;
+  if (e == 15u && m == 7u) v = __uint_as_float(0x7fc00000u);
+  else if (e == 0u) v = (float)m * 0.001953125f;                       // m * 2^-9
+  else v = __uint_as_float(((e + 120u) << 23) | (m << 20));           // 2^(e-7) * (1 + m/8)
+  return (bits & 0x80u) ? -v : v;
+}
+
+// The e4m3 bit pattern of `x`, rounded to nearest even and saturated to +-448 (ONNX's saturate
+// cast); NaN gives NaN. Values that came from e4m3 round-trip exactly.
+__device__ __forceinline__ unsigned char aotc_float_to_e4m3(float x) {
+  const unsigned u = __float_as_uint(x), sign = (u >> 24) & 0x80u;
+  const unsigned mag = u & 0x7fffffffu;
+  if (mag > 0x7f800000u) return (unsigned char)(sign | 0x7fu);
+  if (mag >= 0x43e00000u) return (unsigned char)(sign | 0x7eu);     // >= 448 (and inf): saturate
+  const int exp = (int)(mag >> 23) - 127;
+  if (exp < -6) {                                 // subnormal in e4m3: a multiple of 2^-9
+    const float q = __uint_as_float(mag) * 512.0f;      // exact scaling
+    const float r = rintf(q);                     // round half even
+    return (unsigned char)(sign | (unsigned)r);   // r == 8 is the smallest normal's pattern
+  }
+  const unsigned mant = mag & 0x7fffffu, keep = mant >> 20, rest = mant & 0xfffffu;
+  unsigned out = ((unsigned)(exp + 7) << 3) | keep;
+  if (rest > 0x80000u || (rest == 0x80000u && (keep & 1u))) ++out;    // carries into the exponent
+  if (out > 0x7eu) out = 0x7eu;
+  return (unsigned char)(sign | out);
+}
+
+// The f16 bit pattern of an e4m3 one (exact: f16 has more exponent and significand bits); integer
+// arithmetic only, so the sm_80 build needs no cuda_fp16.h.
+__device__ __forceinline__ unsigned aotc_e4m3_to_f16_bits(unsigned bits) {
+  const unsigned sign = (bits & 0x80u) << 8, e = (bits >> 3) & 15u, m = bits & 7u;
+  if (e == 15u && m == 7u) return sign | 0x7e00u;                     // NaN
+  if (e != 0u) return sign | ((e + 8u) << 10) | (m << 7);               // rebias 7 -> 15
+  if (m == 0u) return sign;
+  const unsigned p = m >= 4u ? 2u : (m >= 2u ? 1u : 0u);                // m * 2^-9 = 2^(p-9) * (m / 2^p)
+  return sign | ((p + 6u) << 10) | ((m - (1u << p)) << (10u - p));
+}
+
+// Two e4m3 bytes (bits 16*h .. 16*h+15 of `w`) as an f16x2 register, low element first.
+__device__ __forceinline__ unsigned aotc_e4m3x2_to_f16x2_(unsigned w, int h) {
+  return aotc_e4m3_to_f16_bits((w >> (16 * h)) & 0xffu) | (aotc_e4m3_to_f16_bits((w >> (16 * h + 8)) & 0xffu) << 16);
+}
+
+// The e4m3 mma on f16 tensor cores (the sm_80 cubin's path; also built on the host, where the tests
+// check it): k 0..15 from a[0], a[1], b[0], k 16..31 from a[2], a[3], b[1] (see the header comment).
+__device__ __forceinline__ void aotc_mma_m16n8k32_e4m3_on_f16(float d[4], const unsigned a[4], const unsigned b[2],
+                                                              const float c[4]) {
+  float mid[4];
+  for (int s = 0; s < 2; ++s) {
+    const unsigned ah[4] = {aotc_e4m3x2_to_f16x2_(a[2 * s], 0), aotc_e4m3x2_to_f16x2_(a[2 * s + 1], 0),
+                            aotc_e4m3x2_to_f16x2_(a[2 * s], 1), aotc_e4m3x2_to_f16x2_(a[2 * s + 1], 1)};
+    const unsigned bh[2] = {aotc_e4m3x2_to_f16x2_(b[s], 0), aotc_e4m3x2_to_f16x2_(b[s], 1)};
+    aotc_mma_m16n8k16_f16(s ? d : mid, ah, bh, s ? mid : c);
+  }
+}
+
+#if defined(AOTC_HOST_EMU)
+
+enum { AOTC_MMA8_U8 = 0, AOTC_MMA8_S8 = 1, AOTC_MMA8_E4M3 = 2 };
+
+// Element k (0..31) of row `row` of A, or of column `col` of B, from the warp's published fragments.
+__device__ __forceinline__ unsigned aotc_mma8_a_(const unsigned (*s)[6], int row, int k) {
+  const unsigned w = s[(row & 7) * 4 + (k & 15) / 4][(row >= 8 ? 1 : 0) + (k >= 16 ? 2 : 0)];
+  return (w >> (8 * (k & 3))) & 0xffu;
+}
+__device__ __forceinline__ unsigned aotc_mma8_b_(const unsigned (*s)[6], int col, int k) {
+  const unsigned w = s[col * 4 + (k & 15) / 4][4 + (k >= 16 ? 1 : 0)];
+  return (w >> (8 * (k & 3))) & 0xffu;
+}
+__device__ __forceinline__ unsigned aotc_mma8_int_(unsigned byte, int kind) {
+  return kind == AOTC_MMA8_S8 ? (unsigned)(int)(signed char)byte : byte;   // sign-extend, mod 2**32
+}
+
+// The four outputs of this lane; `di`/`ci` for integer kinds, `df`/`cf` for e4m3.
+__device__ __forceinline__ void aotc_mma8_host_(int di[4], float df[4], const unsigned a[4], const unsigned b[2],
+                                                const int ci[4], const float cf[4], int akind, int bkind) {
+  AOTC_SAN_SCOPE;  // the scratch is the emulator's, not the kernel's traffic (sanitizer, profile)
+  __shared__ unsigned scratch8[32][32][6];     // [warp][lane][a0..a3, b0, b1]
+  const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const unsigned warp = tid >> 5, lane = tid & 31;
+  for (int r = 0; r < 4; ++r) scratch8[warp][lane][r] = a[r];
+  scratch8[warp][lane][4] = b[0];
+  scratch8[warp][lane][5] = b[1];
+  __syncwarp();
+  const unsigned (*s)[6] = scratch8[warp];
+  const int g = lane >> 2, t = lane & 3;
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+    if (akind == AOTC_MMA8_E4M3) {
+      float sum = 0.0f;
+      for (int k = 0; k < 32; ++k)
+        sum += aotc_e4m3_to_float(aotc_mma8_a_(s, row, k)) * aotc_e4m3_to_float(aotc_mma8_b_(s, col, k));
+      df[i] = cf[i] + sum;
+    } else {
+      unsigned sum = (unsigned)ci[i];
+      for (int k = 0; k < 32; ++k)
+        sum += aotc_mma8_int_(aotc_mma8_a_(s, row, k), akind) * aotc_mma8_int_(aotc_mma8_b_(s, col, k), bkind);
+      di[i] = (int)sum;
+    }
+  }
+  __syncwarp();                                  // the scratch is reused by the next call
+}
+
+#define AOTC_MMA8_INT(AT, BT, AK, BK)                                                                   \
+  __device__ __forceinline__ void aotc_mma_m16n8k32_##AT##BT(int d[4], const unsigned a[4],           \
+                                                               const unsigned b[2], const int c[4]) {  \
+    aotc_mma8_host_(d, nullptr, a, b, c, nullptr, AK, BK);                                            \
+  }
+AOTC_MMA8_INT(s8, s8, AOTC_MMA8_S8, AOTC_MMA8_S8)
+AOTC_MMA8_INT(s8, u8, AOTC_MMA8_S8, AOTC_MMA8_U8)
+AOTC_MMA8_INT(u8, s8, AOTC_MMA8_U8, AOTC_MMA8_S8)
+AOTC_MMA8_INT(u8, u8, AOTC_MMA8_U8, AOTC_MMA8_U8)
+#undef AOTC_MMA8_INT
+
+__device__ __forceinline__ void aotc_mma_m16n8k32_e4m3(float d[4], const unsigned a[4], const unsigned b[2],
+                                                       const float c[4]) {
+  aotc_mma8_host_(nullptr, d, a, b, nullptr, c, AOTC_MMA8_E4M3, AOTC_MMA8_E4M3);
+}
+
+#else
+
+#define AOTC_MMA8_INT(AT, BT)                                                                          \
+  __device__ __forceinline__ void aotc_mma_m16n8k32_##AT##BT(int d[4], const unsigned a[4],          \
+                                                               const unsigned b[2], const int c[4]) { \
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32." #AT "." #BT ".s32 {%0,%1,%2,%3}, "          \
+                 "{%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"                                      \
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])                                     \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),                  \
+                   "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));                                       \
+  }
+AOTC_MMA8_INT(s8, s8)
+AOTC_MMA8_INT(s8, u8)
+AOTC_MMA8_INT(u8, s8)
+AOTC_MMA8_INT(u8, u8)
+#undef AOTC_MMA8_INT
+
+__device__ __forceinline__ void aotc_mma_m16n8k32_e4m3(float d[4], const unsigned a[4], const unsigned b[2],
+                                                       const float c[4]) {
+#if __CUDA_ARCH__ >= 890
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%11,%12,%13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+        "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#else
+  aotc_mma_m16n8k32_e4m3_on_f16(d, a, b, c);
+#endif
+}
+
+#endif

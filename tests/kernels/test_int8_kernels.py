@@ -1,0 +1,116 @@
+"""int8 GEMM and implicit-GEMM conv regions (templates/dot_mma8.cu) on the host emulation vs the interpreter.
+
+Regions are built in IR directly, as the Q/DQ passes leave them: an i8/u8 dot or
+NHWC conv with out_dtype='i32', then the epilogue a quantized model needs
+(convert, per-channel scale, bias, residual, relu, requantize: round half even,
+add the zero point, clamp, convert to i8/u8; or stop at f32). Integer results
+must match bit for bit, so the i32 accumulator is checked too. Shapes break the
+64x64x32 tile (odd M, N, K; K not a multiple of 32); outputs are poisoned
+(run_on_host), inputs fresh random draws. The generated module compiles for
+sm_80 and sm_90 (NVRTC), and runs mma.m16n8k32 there.
+"""
+import numpy as np
+import pytest
+
+from aotc.ir.graph import GraphBuilder
+from aotc.ir.interpreter import interpret
+from aotc.kernels import codegen
+from aotc.kernels.nvrtc_compile import compile_device
+from tests.helpers.rng import fresh_rng
+from tests.kernels.test_codegen import check
+
+NP = {"i8": np.int8, "u8": np.uint8}
+
+
+def _ints(rng, dtype, shape):
+    lo, hi = (-128, 128) if dtype == "i8" else (0, 256)
+    return rng.integers(lo, hi, shape).astype(NP[dtype])
+
+
+def _bcast(b, v, shape, dims):
+    return b.add("broadcast_in_dim", v, shape=shape, broadcast_dimensions=dims)
+
+
+def _scalar(b, value, shape):
+    return _bcast(b, b.constant(np.float32(value)), shape, ())
+
+
+def requantize_epilogue(b, rng, acc, channel_dim: int, out: str | None, spread: float, residual=None):
+    """f32(acc) * scale[c] + bias[c] (+ residual), relu; then, if `out` names i8/u8, requantize to it.
+
+    `spread`: the accumulator's root mean square, so that scaled values are O(1) and the
+    requantized ones spread over the 8-bit range instead of saturating."""
+    shape, nch = acc.shape, acc.shape[channel_dim]
+    y = b.add("convert", acc, dtype="f32")
+    scale = b.constant((rng.uniform(0.5, 1.5, nch) / spread).astype(np.float32), "scale")
+    bias = b.constant(rng.standard_normal(nch).astype(np.float32), "bias")
+    y = b.add("mul", y, _bcast(b, scale, shape, (channel_dim,)))
+    y = b.add("add", y, _bcast(b, bias, shape, (channel_dim,)))
+    if residual is not None:
+        y = b.add("add", y, residual)
+    y = b.add("max", y, _scalar(b, 0.0, shape))
+    if out is None:
+        return y
+    inv_scale, zp = 1 / 0.05, (-7 if out == "i8" else 121)
+    lo, hi = (-128, 127) if out == "i8" else (0, 255)
+    q = b.add("add", b.add("round_even", b.add("mul", y, _scalar(b, inv_scale, shape))), _scalar(b, zp, shape))
+    q = b.add("clamp", _scalar(b, lo, shape), q, _scalar(b, hi, shape))
+    return b.add("convert", q, dtype=out)
+
+
+def assert_spread(q):
+    """Requantized values that test something: many levels, few saturated."""
+    info = np.iinfo(q.dtype)
+    assert len(np.unique(q)) >= min(20, q.size // 4), np.unique(q)
+    assert np.mean(q == info.max) < 0.2
+
+
+def _module_compiles(kernels):
+    source = codegen.module_source(kernels)
+    for arch in ("sm_80", "sm_90"):
+        assert compile_device(source, arch)[:4] == b"\x7fELF"
+    ptx = compile_device(source, "compute_90")
+    assert b"mma.sync.aligned.m16n8k32.row.col.s32" in ptx
+
+
+GEMM_CASES = [  # m, n, k, batch, lhs dtype, rhs dtype, epilogue output (None: f32)
+    (50, 70, 45, (), "i8", "i8", "i8"),
+    (3, 8, 32, (2,), "u8", "i8", None),          # u8 activations x s8 weights, K one slice
+    (130, 17, 100, (), "i8", "u8", "u8"),
+    (64, 64, 7, (), "u8", "u8", "i8"),           # K < 32: one partial slice
+]
+
+
+@pytest.mark.parametrize("m,n,k,batch,lt,rt,out", GEMM_CASES)
+def test_int8_gemm_region(m, n, k, batch, lt, rt, out):
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    ins = [_ints(rng, lt, batch + (m, k)), _ints(rng, rt, batch + (n, k))]
+    spread = np.sqrt(np.mean(np.einsum("...mk,...nk->...mn", *(x.astype(np.float64) for x in ins)) ** 2))
+    a = b.input("a", batch + (m, k), lt)
+    w = b.input("w", batch + (n, k), rt)
+    nb = len(batch)
+    acc = b.add("dot_general", a, w, lhs_batch=tuple(range(nb)), rhs_batch=tuple(range(nb)),
+                lhs_contract=(nb + 1,), rhs_contract=(nb + 1,), out_dtype="i32")
+    y = requantize_epilogue(b, rng, acc, nb + 1, out, spread)
+    graph = b.build([y])
+    kernels = check(graph, ins, seed, rtol=1e-6, atol=1e-6, kinds=["dot"])
+    if out is not None:
+        assert_spread(interpret(graph, ins)[0])
+    assert kernels[0].name.startswith("aotc_dot_mma8_")
+    assert f"aotc_mma_m16n8k32_{lt[0]}8{rt[0]}8".replace("i8", "s8") in kernels[0].source
+    _module_compiles(kernels)
+
+
+def test_int8_gemm_accumulator_is_exact():
+    """The raw i32 accumulator as the region's output: bit for bit, over a K that needs many slices."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    a = b.input("a", (33, 1000), "u8")
+    w = b.input("w", (1000, 65), "u8")        # (K, N): B read k-major
+    acc = b.add("dot_general", a, w, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,),
+                out_dtype="i32")
+    graph = b.build([acc])
+    ins = [_ints(rng, "u8", (33, 1000)), _ints(rng, "u8", (1000, 65))]
+    (k,) = check(graph, ins, seed, kinds=["dot"])
+    assert k.name.startswith("aotc_dot_mma8_") and k.splits == 1
