@@ -21,6 +21,7 @@ from aotc.kernels.builder import (MAX_GRID, Kernel, KernelBuilder, acc_type, dot
 from aotc.kernels.codegen_attention import generate_attention
 from aotc.kernels.codegen_chain import generate_chain
 from aotc.kernels.codegen_dot_mma import generate_dot_mma
+from aotc.kernels.codegen_conv8 import generate_conv8
 from aotc.kernels.codegen_mma8 import generate_dot_mma8, is_mma8
 from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
 from aotc.kernels.codegen_norm_prologue import norm_row_stats
@@ -207,6 +208,8 @@ def _conv(b: KernelBuilder) -> Kernel:
     a = anchor.attrs
     nsp = x.type.rank - 2
     total = out.type.size
+    if is_mma8(anchor):                    # int8 / fp8 operands (the op's out_dtype): codegen_conv8.py
+        return generate_conv8(b)
     if a.get("layout", "NCHW") == "NHWC":
         if cc.project_source(b.region) is not None:
             return cc.generate_depthwise_project(b)

@@ -68,7 +68,9 @@ def generate_dot_mma8(b: KernelBuilder, geometry, row_stats: str = "", norm=None
 
 
 def math_of(kernel_name: str, source: str = "") -> str | None:
-    """"int8" or "fp8" for a dot_mma8 kernel (by its name and source), None for any other kernel."""
+    """"int8" or "fp8" for a quantized GEMM/conv kernel (by its name and source), None for any other kernel."""
+    if kernel_name.startswith("aotc_conv_int_"):
+        return "int8"
     if not kernel_name.startswith("aotc_dot_mma8_"):
         return None
     return "fp8" if "aotc_mma_m16n8k32_e4m3" in source else "int8"

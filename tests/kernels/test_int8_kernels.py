@@ -12,6 +12,7 @@ sm_80 and sm_90 (NVRTC), and runs mma.m16n8k32 there.
 import numpy as np
 import pytest
 
+from aotc.ir import ops
 from aotc.ir.graph import GraphBuilder
 from aotc.ir.interpreter import interpret
 from aotc.kernels import codegen
@@ -114,3 +115,55 @@ def test_int8_gemm_accumulator_is_exact():
     ins = [_ints(rng, "u8", (33, 1000)), _ints(rng, "u8", (1000, 65))]
     (k,) = check(graph, ins, seed, kinds=["dot"])
     assert k.name.startswith("aotc_dot_mma8_") and k.splits == 1
+
+
+CONV_CASES = [  # xshape (N, *S, C), wshape (O, *K, C/g), strides, pads, dilations, groups, x dtype, zero point
+    ((1, 9, 11, 3), (50, 3, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1, "u8", 131),     # stem-like, K = 27
+    ((2, 7, 6, 40), (17, 1, 1, 40), (1, 1), ((0, 0), (0, 0)), (1, 1), 1, "i8", 0),      # 1x1, batch 2
+    ((1, 13, 12, 5), (70, 3, 2, 5), (2, 1), ((2, 1), (0, 1)), (2, 1), 1, "i8", -9),     # odd pads, dilated
+    ((1, 5, 6, 64), (9, 3, 3, 64), (1, 1), ((1, 1), (1, 1)), (1, 1), 1, "u8", 3),       # K = 576
+    ((2, 10, 9, 12), (12, 3, 3, 1), (2, 2), ((1, 1), (1, 1)), (1, 1), 12, "i8", 5),     # depthwise: direct
+    ((1, 6, 7, 8), (6, 3, 3, 4), (1, 1), ((1, 1), (0, 2)), (1, 1), 2, "u8", 200),       # grouped: direct
+]
+
+
+@pytest.mark.parametrize("xshape,wshape,strides,pads,dil,groups,xt,zp", CONV_CASES)
+def test_int8_conv_region(xshape, wshape, strides, pads, dil, groups, xt, zp):
+    """NHWC conv + per-channel scale + bias + residual + relu + requantize, padding holding the zero point."""
+    rng, seed = fresh_rng()
+    xs, ws = _ints(rng, xt, xshape), _ints(rng, "i8", wshape)
+    ref = ops.reference("convolution", dict(strides=strides, padding=pads, dilations=dil, groups=groups,
+                                            layout="NHWC", out_dtype="i32", pad_value=zp), xs, ws)[0]
+    b = GraphBuilder()
+    x = b.input("x", xshape, xt)
+    w = b.constant(ws, "w")
+    acc = b.add("convolution", x, w, strides=strides, padding=pads, dilations=dil, groups=groups, layout="NHWC",
+                out_dtype="i32", pad_value=zp)
+    res = b.input("r", acc.shape, "f32")
+    y = requantize_epilogue(b, rng, acc, len(xshape) - 1, "i8", np.sqrt(np.mean(ref.astype(np.float64) ** 2)),
+                            residual=res)
+    graph = b.build([y])
+    ins = [xs, rng.standard_normal(acc.shape).astype(np.float32)]
+    (k,) = check(graph, ins, seed, kinds=["conv"])
+    assert_spread(interpret(graph, ins)[0])
+    assert k.name.startswith("aotc_dot_mma8_" if groups == 1 else "aotc_conv_int_")
+    if groups == 1:
+        _module_compiles([k])
+    if zp and any(p != (0, 0) for p in pads):        # the zero point in the padding changes the answer
+        zero = ops.reference("convolution", dict(strides=strides, padding=pads, dilations=dil, groups=groups,
+                                                 layout="NHWC", out_dtype="i32"), xs, ws)[0]
+        assert (zero != ref).any()
+
+
+def test_int8_conv_accumulator_is_exact_nchw():
+    """The raw i32 accumulator of an NCHW conv (the direct kernel), padding at a zero point."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (1, 300, 5, 4), "u8")
+    w = b.input("w", (3, 300, 3, 3), "i8")
+    acc = b.add("convolution", x, w, strides=(1, 1), padding=((1, 1), (1, 1)), dilations=(1, 1), groups=1,
+                out_dtype="i32", pad_value=128)
+    graph = b.build([acc])
+    (k,) = check(graph, [_ints(rng, "u8", (1, 300, 5, 4)), _ints(rng, "i8", (3, 300, 3, 3))], seed, kinds=["conv"])
+    assert k.name.startswith("aotc_conv_int_")
+    assert compile_device(codegen.module_source([k]), "sm_80")[:4] == b"\x7fELF"
