@@ -44,13 +44,20 @@ class Consts:
         self.graph = graph
         self.producer: dict[Value, Node] = graph.producers()
         self.memo: dict[Value, np.ndarray | None] = dict(graph.constants)
+        # one forward sweep: which values depend on constants alone (so `get` never walks up an activation)
+        self.derivable = set(graph.constants)
+        for n in graph.nodes:
+            if all(v in self.derivable for v in n.inputs) and all(o.type.is_static for o in n.outputs):
+                self.derivable.update(n.outputs)
 
     def get(self, v: Value) -> np.ndarray | None:
         if v in self.memo:
             return self.memo[v]
+        if v not in self.derivable:
+            return None
         n = self.producer.get(v)
         out = None
-        if n is not None and v.type.is_static and v.type.size <= MAX_CONST_ELEMENTS:
+        if n is not None and v.type.size <= MAX_CONST_ELEMENTS:
             arrays = [self.get(x) for x in n.inputs]
             if all(a is not None for a in arrays):
                 try:
