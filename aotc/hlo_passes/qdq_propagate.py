@@ -33,7 +33,7 @@ import numpy as np
 from aotc.hlo_passes.qdq_match import Consts, along, dq_view
 from aotc.hlo_passes.rewrite import Rewriter
 from aotc.ir import dtypes
-from aotc.ir.graph import Graph, Node, Value
+from aotc.ir.graph import Graph, Value
 
 MOVABLE = ("reshape", "transpose", "concatenate")
 
