@@ -10,6 +10,9 @@ dequantization, whichever tool wrote it; a weight quantized at compile time
 (ModelOpt's float weight behind Q -> DQ) has a constant q, evaluated here once,
 so the weight Q is folded into an 8-bit constant.
 
+In a graph with dynamic dims the scale reaches the activation through a
+broadcast; `Consts.broadcastable` reads the broadcast's constant source.
+
 A dequantization with f16/bf16 scales computes in f32 and narrows the
 result; the view looks through that convert (the rewrite computes in f32 and
 narrows once, at the end). Index ops commute with an elementwise dequantization: transpose(DQ(w)) is
@@ -71,6 +74,39 @@ class Consts:
         self.memo[v] = out
         return out
 
+    def broadcastable(self, v: Value) -> np.ndarray | None:
+        """The constant array of `v`, or of what `v` broadcasts (size-1 dims where it is broadcast).
+
+        A scale broadcast to a dynamic activation has no array of the activation's
+        shape; its source does, and numpy broadcasting gives the rest.
+        """
+        a = self.get(v)
+        if a is not None:
+            return a
+        n = self.producer.get(v)
+        if n is None:
+            return None
+        if n.op == "convert":
+            inner = self.broadcastable(n.inputs[0])
+            return None if inner is None else inner.astype(v.dtype.np)
+        if n.op == "broadcast_in_dim":
+            inner = self.broadcastable(n.inputs[0])
+            dims = tuple(n.attrs["broadcast_dimensions"])
+            if inner is None or list(dims) != sorted(dims):
+                return None
+            shape = [1] * v.type.rank
+            for i, d in enumerate(dims):
+                if inner.shape[i] != 1 and inner.shape[i] != v.shape[d]:
+                    return None          # varies along a dynamic dim: no scale does that
+                shape[d] = inner.shape[i]
+            return inner.reshape(shape)
+        return None
+
+
+def concrete(shape: tuple) -> tuple:
+    """`shape` with each dynamic dim as 1 (scales and zero points never vary along one)."""
+    return tuple(d if isinstance(d, int) else 1 for d in shape)
+
 
 @dataclass
 class DQView:
@@ -88,7 +124,7 @@ class DQView:
     qdtype: object
 
     def full(self, which: str) -> np.ndarray:
-        return np.broadcast_to(getattr(self, which), self.shape)
+        return np.broadcast_to(getattr(self, which), concrete(self.shape))
 
 
 def _convert_source(v: Value, producer) -> Value | None:
@@ -104,7 +140,7 @@ def dq_view(v: Value, consts: Consts, depth: int = 0) -> DQView | None:
     """The DQView of float Value `v`, or None when `v` is not a dequantization."""
     producer = consts.producer
     n = producer.get(v)
-    if n is None or depth > 8 or not v.type.is_static:
+    if n is None or depth > 8:
         return None
     if n.op == "convert" and v.dtype.is_float and n.inputs[0].dtype == dtypes.f32:
         return dq_view(n.inputs[0], consts, depth + 1)    # DQ with f16/bf16 scales: f32 math, then narrowed
@@ -118,7 +154,7 @@ def dq_view(v: Value, consts: Consts, depth: int = 0) -> DQView | None:
     if n.op != "mul":
         return None
     for a, s in (n.inputs, n.inputs[::-1]):
-        scale = consts.get(s)
+        scale = consts.broadcastable(s)
         if scale is None:
             continue
         q, zero = _convert_source(a, producer), np.zeros(())
@@ -126,7 +162,7 @@ def dq_view(v: Value, consts: Consts, depth: int = 0) -> DQView | None:
             an = producer.get(a)
             if an is None or an.op != "sub":
                 continue
-            q, z = _convert_source(an.inputs[0], producer), consts.get(an.inputs[1])
+            q, z = _convert_source(an.inputs[0], producer), consts.broadcastable(an.inputs[1])
             if q is None or z is None or not np.all(np.isfinite(z)) or not np.all(z == np.round(z)):
                 continue
             zero = z.astype(np.float64)
@@ -141,6 +177,7 @@ def along(arr: np.ndarray, shape: tuple, keep: tuple) -> np.ndarray | None:
     None when it varies along a dim outside `keep`: then it cannot factor out
     of a sum over those dims.
     """
+    shape = concrete(shape)
     full = np.broadcast_to(arr, shape)
     drop = tuple(d for d in range(len(shape)) if d not in keep)
     moved = np.transpose(full, tuple(keep) + drop)

@@ -47,7 +47,7 @@ class QSpec:
 
 
 def _splat(consts: Consts, v: Value):
-    a = consts.get(v)
+    a = consts.broadcastable(v)
     if a is None or a.size == 0:
         return None
     first = a.reshape(-1)[0]

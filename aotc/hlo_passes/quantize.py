@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from aotc.hlo_passes.qdq_match import Consts, DQView, along, dq_view
+from aotc.hlo_passes.qdq_match import Consts, DQView, along, concrete, dq_view
 from aotc.hlo_passes.rewrite import Rewriter
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Node, Value
@@ -94,10 +94,11 @@ class _Emit:
         self.rw, self.shape, self.name = rw, out_shape, name
 
     def const(self, arr: np.ndarray, hint: str) -> Value:
-        full = np.broadcast_to(np.asarray(arr, np.float64), self.shape)
-        varying = tuple(d for d in range(len(self.shape))
-                        if not np.array_equal(full, np.broadcast_to(np.take(full, [0], axis=d), self.shape)))
-        small = full[tuple(slice(None) if d in varying else 0 for d in range(len(self.shape)))]
+        shape = concrete(self.shape)
+        full = np.broadcast_to(np.asarray(arr, np.float64), shape)
+        varying = tuple(d for d in range(len(shape))
+                        if not np.array_equal(full, np.broadcast_to(np.take(full, [0], axis=d), shape)))
+        small = full[tuple(slice(None) if d in varying else 0 for d in range(len(shape)))]
         c = self.rw.constant(np.array(small, np.float32), f"{self.name}.{hint}", dtypes.f32)
         return self.rw.add("broadcast_in_dim", c, shape=self.shape, broadcast_dimensions=varying,
                            hint=f"{self.name}.{hint}")
@@ -136,6 +137,8 @@ def _dot(rw: Rewriter | None, n: Node, a: DQView, b: DQView, math: str) -> None:
             return arr.reshape(arr.shape + (1,) * len(rf))
         return arr.reshape(arr.shape[:nb] + (1,) * len(lf) + arr.shape[nb:])
 
+    if not all(isinstance(a.shape[d], int) for d in lc):
+        raise Refused("contracted dims are dynamic (the zero-point sums need their size)")
     sa = to_out(_reduced(a, "scale", a.shape, lb + tuple(lf), lc, "lhs"), "lhs")
     sb = to_out(_reduced(b, "scale", b.shape, rb + tuple(rf), rc, "rhs"), "rhs")
     za = to_out(_reduced(a, "zero", a.shape, lb + tuple(lf), lc, "lhs"), "lhs")

@@ -203,3 +203,25 @@ def test_integer_onnx_ops_take_the_integer_path(op):
     (got,), (want,) = interpret(out, feeds), ort_run(model, feeds)
     diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
     assert diff.max() <= (1 if op.startswith("QLinear") else 0), seed    # QLinear*: a rounding tie at most
+
+
+@pytest.mark.parametrize("builder", ["cnn", "bert_encoder"])
+def test_dynamic_batch_models_quantize_too(builder):
+    """Scales reach a dynamic activation through a broadcast: the views read its constant source."""
+    from aotc.bench.models.zoo import with_dynamic_axes
+    rng, seed = fresh_rng()
+    model, inputs = getattr(small, builder)(**({"batch": 2, "size": 8} if builder == "cnn" else {}))
+    qdq = ort_qdq(model, inputs, rng, symmetric=False)
+    for vi in list(qdq.graph.value_info):          # drop static intermediate shapes, as an exporter would
+        qdq.graph.value_info.remove(vi)
+    qdq, _ = with_dynamic_axes((qdq, inputs), axes=("batch",))
+    g = import_onnx(qdq, dynamic={"batch": (1, 4)})
+    assert g.is_dynamic
+    decided = quantize.decisions(g)
+    assert decided and set(decided.values()) == {"int8"}, (seed, decided)
+    from aotc.ir.dims import dim_ranges
+    with dim_ranges(g.dims):                       # as compile_model runs the passes on a dynamic graph
+        out, _ = run_pipeline(g)
+    assert {a for _, a in _anchors(out)} == {"i32"}
+    feeds = {k: np.concatenate([v, v[:1]]) for k, v in draw_feeds(inputs, rng).items()}     # batch 3
+    assert distance(interpret(out, feeds)[:1], ort_run(qdq, feeds)[:1]) <= 3e-2, seed
