@@ -45,9 +45,9 @@ def test_ort_quantized_models_run_every_anchor_in_int8(builder, symmetric):
     ref = ort_run(qdq, feeds)
     got = interpret(out, feeds)
     # every quantized tensor equals onnxruntime's but where a rounding tie broke the other way (f32 sums in
-    # another order): then by one quantum, and what follows may move by a quantum or two
+    # another order): then by one quantum, and what follows (GELU, LayerNorm) may move by a few
     frac, worst = quantized_mismatch(got, ref)
-    assert frac <= 0.01 and worst <= 2, (seed, frac, worst)
+    assert frac <= 0.01 and worst <= 4, (seed, frac, worst)
     assert distance(got[:1], ref[:1]) <= 3e-2, seed
 
 
