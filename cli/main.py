@@ -185,20 +185,8 @@ def _parse_input_shapes(specs) -> dict[str, tuple[int, ...]]:
 
 
 def _random_inputs(specs, seed=0):
-    import numpy as np
-    rng = np.random.default_rng(seed)
-    out = {}
-    for spec in specs:
-        from aotc.ir import dtypes
-        dt = dtypes.from_name(spec.dtype)
-        if dt.is_float:
-            a = rng.standard_normal(spec.shape).astype(dt.np)
-        elif dt.name == "bool":
-            a = rng.random(spec.shape) < 0.5
-        else:
-            a = rng.integers(0, 8, spec.shape).astype(dt.np)
-        out[spec.name] = a
-    return out
+    from aotc.package.sample_inputs import random_inputs
+    return random_inputs(specs, seed)
 
 
 def _load_inputs(path, specs):
