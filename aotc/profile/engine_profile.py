@@ -15,12 +15,11 @@ import os
 import re
 import tempfile
 
-import numpy as np
 
 from aotc.errors import AotcError
 from aotc.package.dim_values import choose_dims, concrete_spec
 from aotc.package.engine_format import read_engine
-from aotc.package.inspect import H200_BANDWIDTH, H200_FP32_FLOPS, H200_TC_FLOPS, launches_at_max, uses_tensor_cores
+from aotc.package.inspect import H200_BANDWIDTH, H200_FP32_FLOPS, H200_TC_FLOPS, uses_tensor_cores
 from aotc.package.sample_inputs import random_inputs
 from aotc.profile import model, sass
 from aotc.profile.occupancy import SM_LIMITS, occupancy
