@@ -15,7 +15,6 @@ import os
 import re
 import tempfile
 
-
 from aotc.errors import AotcError
 from aotc.package.dim_values import choose_dims, concrete_spec
 from aotc.package.engine_format import read_engine
