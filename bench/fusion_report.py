@@ -9,8 +9,9 @@ less than half the H200's SMs, and the split-K launches with their partials.
 
     python -m bench.fusion_report [model ...]
 
-With --exported, prints per architecture (GPT-2, BERT, ViT, LLaMA, T5 at their real
-sizes) the builder's graph beside the graphs exporters write for the same
+With --exported, prints per architecture (GPT-2, BERT, ViT, LLaMA, T5, Qwen3, BLOOM,
+CodeGen, Gemma2 at their real sizes; the last four have no builder) the builder's
+graph beside the graphs exporters write for the same
 `transformers` config (aotc/bench/models/exported.py: TorchScript and dynamo
 torch.onnx.export, ORT's transformer optimizer): kernels launched, per layer,
 distinct kernels, modelled bytes moved and the cold compile time. --fast skips the
@@ -139,6 +140,7 @@ def _builders(size: str) -> dict:
                                heads=ll["num_attention_heads"], kv_heads=ll["num_key_value_heads"],
                                ffn=ll["intermediate_size"], layers=ll["num_hidden_layers"]),
         "t5": lambda: None,            # the zoo builder is one T5 layer, not an encoder stack
+        **{arch: (lambda: None) for arch in ("qwen3", "bloom", "codegen", "gemma2")},   # exporter forms only
     }
 
 
@@ -172,7 +174,7 @@ def main_exported(archs, fast: bool, size: str, all_kernels: bool = False) -> No
     from aotc.bench.models.exported import ARCHS, FORMS, exported
     builders = _builders(size)
     per_model = []
-    print(f"{'arch':<6} {'form':<12} {'kernels':>7} {'/layer':>6} {'distinct':>8} {'moved MiB':>10} "
+    print(f"{'arch':<8} {'form':<12} {'kernels':>7} {'/layer':>6} {'distinct':>8} {'moved MiB':>10} "
           f"{'model MiB':>10} {'floor MiB':>10} {'x floor':>7} {'no split':>8} {'>1.1x':>5} "
           f"{'cold s' + (' (fast)' if fast else ''):>13}")
     for arch in archs:
@@ -184,11 +186,11 @@ def main_exported(archs, fast: bool, size: str, all_kernels: bool = False) -> No
             if form != "builder":
                 model = exported(arch, form, size=size)[0]
             if model is None:
-                print(f"{arch:<6} {form:<12} {'-':>7}  (no builder of this architecture and size)")
+                print(f"{arch:<8} {form:<12} {'-':>7}  (no builder of this architecture and size)")
                 continue
             kernels, distinct, moved, seconds, traffic = _measure(model, fast)
             per_model.append((f"{arch} {form}", traffic))
-            print(f"{arch:<6} {form:<12} {kernels:>7} {kernels / layers:>6.2f} {distinct:>8} {moved:>10.1f} "
+            print(f"{arch:<8} {form:<12} {kernels:>7} {kernels / layers:>6.2f} {distinct:>8} {moved:>10.1f} "
                   f"{traffic.modelled / 2**20:>10.1f} {traffic.floor / 2**20:>10.1f} {traffic.ratio:>7.3f} "
                   f"{traffic.ratio_without(SPLIT):>8.3f} {len(traffic.over()):>5} {seconds:>13.1f}", flush=True)
     _print_bytes_target(per_model, all_kernels)
@@ -200,7 +202,8 @@ if __name__ == "__main__":
         print(__doc__)
     elif "--exported" in args:
         rest = [a for a in args if not a.startswith("--")]
-        main_exported(rest or ["gpt2", "bert", "vit", "llama", "t5"], "--fast" in args,
+        from aotc.bench.models.exported import ARCHS
+        main_exported(rest or list(ARCHS), "--fast" in args,
                       "small" if "--small" in args else "real", "--all-kernels" in args)
     else:
         rest = [a for a in args if not a.startswith("--")]
