@@ -23,8 +23,10 @@ codegen only); --small uses the 2-layer test configs.
 Both views print the bytes target (aotc/bench/byte_floor.py): modelled bytes (the
 kernels' own, plus split-K partials written and read back and norm-prologue
 re-reads) against the floor of the model's own fusion plan (each boundary tensor
-written once and read once per consuming kernel), target <= 1.05x, and each kernel
-above 1.1x of its compulsory traffic with the reason (--all-kernels: every one,
+written once and read once per consuming kernel), target <= 1.05x, beside it the
+HBM ratio (the same less the excess that stays in L2: split-K partials and
+norm-prologue re-reads), and each kernel above 1.1x of its compulsory traffic
+with the reason, (L2) marking the L2-resident ones (--all-kernels: every one,
 not the worst five). --fast works in the builder view too (no warm compiles then).
 """
 from __future__ import annotations
