@@ -109,12 +109,14 @@ def test_gpt2_gemm_views_do_not_keep_layernorms_in_their_own_kernels():
     assert len(seen.plan.launches) == len(viewed.plan.launches) - (2 * _layers("gpt2") - 1)
 
 
-@pytest.mark.parametrize("disabled", [(), ("dot-views",)], ids=["default", "no-dot-views"])
-def test_explain_never_places_a_node_in_a_prologue_it_is_not_computed_in(disabled):
+@pytest.mark.parametrize("arch,disabled", [("gpt2", ()), ("gpt2", ("dot-views",)), ("bloom", ()), ("qwen3", ()),
+                                           ("gemma2", ())],
+                         ids=["default", "no-dot-views", "bloom", "qwen3", "gemma2"])
+def test_explain_never_places_a_node_in_a_prologue_it_is_not_computed_in(arch, disabled):
     """--explain: a node listed as computed in a GEMM/conv prologue is in that region and in no kernel of
     its own; and no bail-out reason says a node goes to a prologue."""
     from aotc.fusion.regions import explain, prologue_of
-    model, _ = exported("gpt2", "torchscript")
+    model, _ = exported(arch, "torchscript")
     result = aotc.compiler.compile_model(model, arch="none", host=False, disabled=disabled)
     roots = {r.root for r in result.regions}
     listed = 0
