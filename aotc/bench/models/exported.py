@@ -103,7 +103,7 @@ ARCHS = {
                        bos_token_id=0, eos_token_id=0), dict(batch=1, seq=16)),
         # codegen-350M's layer shape, 4 layers and a short vocabulary
         "real": (dict(n_layer=4, n_embd=1024, n_head=16, rotary_dim=32, vocab_size=8192, n_positions=2048,
-                      n_ctx=2048), dict(batch=1, seq=128)),
+                      n_ctx=2048, bos_token_id=0, eos_token_id=0), dict(batch=1, seq=128)),
     },
     "gemma2": {
         "small": (dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
