@@ -66,6 +66,10 @@ PER_LAYER = 5
 #   (templates/attention.cu), or a QKV GEMM epilogue reducing head-sized column groups.
 # - Gemma2 normalizes the attention and MLP outputs (post-norms) before each residual add: a norm of
 #   a GEMM's result needs the whole row, which spans the GEMM's column tiles, so each is a row kernel.
+#   (Dropping the first: the MLP GEMM's prologue and the closing row kernel would both recompute
+#   h = x + norm(o), a nested norm over two tensors, which fusion's recompute rules do not take yet.)
+#   At gemma-2-2b's head size, 256, attention is not one kernel either: the flash-attention kernel
+#   holds head dims up to 128 (fusion/rules/attention.py); fusion_report shows 11.75 per layer there.
 MORE_PER_LAYER = {"qwen3": 6, "gemma2": 7}
 
 
