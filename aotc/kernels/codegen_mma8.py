@@ -16,6 +16,7 @@ operand loads differ (a conv's padding loads its zero point, `pad_value`).
 from __future__ import annotations
 
 from aotc.errors import UnsupportedError
+from aotc.fusion.rules import quantized_anchor
 from aotc.ir import dims as D
 from aotc.ir import dtypes, ops
 from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, dot_operand_load
@@ -24,8 +25,8 @@ FP8_MMA = ("f8e4m3fn",)          # float8 dtypes with a tensor-core instruction 
 
 
 def is_mma8(anchor) -> bool:
-    """Whether a dot/conv anchor takes the 8-bit tensor-core kernel (its op names an out_dtype)."""
-    return anchor.attrs.get("out_dtype") is not None
+    """Whether a dot/conv anchor takes the 8-bit kernels (its op names an out_dtype; fusion/rules)."""
+    return quantized_anchor(anchor)
 
 
 def _operand_kind(dt, anchor) -> str:
