@@ -16,7 +16,7 @@ from __future__ import annotations
 from aotc.errors import UnsupportedError
 from aotc.ir import dims as D
 from aotc.kernels.builder import MAX_GRID, Kernel, KernelBuilder, dot_epilogue, unravel
-from aotc.kernels.codegen_mma8 import finish_mma8
+from aotc.kernels.codegen_mma8 import finish_mma8, operand_value
 from aotc.kernels.template import instantiate
 
 DIRECT_BLOCK = 256
@@ -61,15 +61,17 @@ def _implicit_gemm(b: KernelBuilder) -> Kernel:
             conds.append(f"{q} >= 0 && {q} < {x.shape[1 + j]}")
     if conds:
         ema.open(f"if ({' && '.join(conds)})")
-    ema.emit(f"a = {ema.value(x, [pix[0]] + coords + [tap[-1]])};")
+    xv, raw_x = operand_value(b, ema, x, [pix[0]] + coords + [tap[-1]])
+    ema.emit(f"a = {xv};")
     if conds:
         pad = a.get("pad_value", 0)
         ema.close(f"}} else a = {pad};" if pad else "}")
     emb = b.emitter(indent=4)
     wtap = unravel(emb, "bk", kshape, "Bk")
-    emb.emit(f"bv = {emb.value(w, ['bn'] + wtap)};")
+    wv, raw_w = operand_value(b, emb, w, ["bn"] + wtap)
+    emb.emit(f"bv = {wv};")
     epi = dot_epilogue(b, [], mshape, nshape, M, N, indent=5)
-    return finish_mma8(b, ema.text(), emb.text(), epi.text(), 1, M, N, K)
+    return finish_mma8(b, ema.text(), emb.text(), epi.text(), 1, M, N, K, raw=(raw_x, raw_w))
 
 
 def _direct(b: KernelBuilder) -> Kernel:

@@ -19,7 +19,8 @@ from aotc.errors import UnsupportedError
 from aotc.fusion.rules import quantized_anchor
 from aotc.ir import dims as D
 from aotc.ir import dtypes, ops
-from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, dot_operand_load
+from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, unravel
+from aotc.kernels.emitter import linear
 
 FP8_MMA = ("f8e4m3fn",)          # float8 dtypes with a tensor-core instruction aotc uses
 
@@ -38,19 +39,54 @@ def _operand_kind(dt, anchor) -> str:
                            f"(supported: i8, u8, float8 {', '.join(FP8_MMA)})")
 
 
-def finish_mma8(b: KernelBuilder, load_a: str, load_b: str, epilogue: str, B, M, N, K, row_stats: str = "") -> Kernel:
-    """The dot_mma8 kernel for operand loads `load_a` (sets `a` at am, ak) and `load_b` (sets `bv` at bk, bn)."""
+def operand_value(b: KernelBuilder, em, v, idx) -> tuple[str, bool]:
+    """(C expression of operand `v` at `idx`, whether it is the stored byte itself).
+
+    A float8 operand read straight from a region input is staged as its byte, never
+    decoded and re-encoded; anything computed (a cast prologue) is an f32 value that
+    aotc_float_to_e4m3 rounds to its byte. Integer operands are their values."""
+    if v.dtype.is_float and v in b.param_names and v not in b.views:
+        return f"{b.param_names[v]}[{linear(idx, v.shape)}]", True
+    return em.value(v, idx), False
+
+
+def _stage(kind: str, raw: bool) -> tuple[str, str]:
+    """(C type the staging loop holds an operand value in, the conversion to its byte)."""
+    if kind != "e4m3" or raw:
+        return ("int" if kind != "e4m3" else "unsigned"), "(unsigned char)"
+    return "float", "aotc_float_to_e4m3"
+
+
+def finish_mma8(b: KernelBuilder, load_a: str, load_b: str, epilogue: str, B, M, N, K, row_stats: str = "",
+                raw=(False, False)) -> Kernel:
+    """The dot_mma8 kernel for operand loads `load_a` (sets `a` at am, ak) and `load_b` (sets `bv` at bk, bn);
+    `raw`: whether each load gives a float8 operand's stored byte (operand_value)."""
     anchor = b.region.anchor
     x, w = anchor.inputs
     ka, kb = _operand_kind(x.dtype, anchor), _operand_kind(w.dtype, anchor)
     if D.upper(B) > 65535:
         raise UnsupportedError(f"{anchor.op} '{anchor.name}': batch {B} exceeds the grid's z limit 65535")
-    if ka == "e4m3" or kb == "e4m3":
-        slots = dict(elt="e4m3", acc_t="float", val_t="float", to_a="aotc_float_to_e4m3", to_b="aotc_float_to_e4m3")
-    else:                       # the value's two's-complement byte, whatever its signedness
-        slots = dict(elt=ka + kb, acc_t="int", val_t="int", to_a="(unsigned char)", to_b="(unsigned char)")
-    slots.update(load_a=load_a, load_b=load_b, epilogue=epilogue, batch=B, m=M, n=N, k=K, row_stats=row_stats)
+    (a_t, to_a), (b_t, to_b) = _stage(ka, raw[0]), _stage(kb, raw[1])
+    slots = dict(elt="e4m3" if ka == "e4m3" else ka + kb, acc_t="float" if ka == "e4m3" else "int",
+                 a_t=a_t, b_t=b_t, to_a=to_a, to_b=to_b, load_a=load_a, load_b=load_b, epilogue=epilogue,
+                 batch=B, m=M, n=N, k=K, row_stats=row_stats)
     return b.finish("dot_mma8", slots, (D.ceildiv(N, 64), D.ceildiv(M, 64), B), (128, 1, 1))
+
+
+def _operand_load(b: KernelBuilder, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b,
+                  shape_a, shape_b, target, overrides=None) -> tuple[str, bool]:
+    """(code setting `target` to a dot operand at (batch b, flat_a, flat_b), whether it is a raw byte)."""
+    em = b.emitter(indent=4, overrides=overrides)
+    bi = unravel(em, "b", bshape, f"{var}b_") if bshape else []
+    ai = unravel(em, flat_a, shape_a, f"{var}x_")
+    ci = unravel(em, flat_b, shape_b, f"{var}y_")
+    idx = [""] * value.type.rank
+    for dims, names in ((batch_dims, bi), (dims_a, ai), (dims_b, ci)):
+        for d, e in zip(dims, names):
+            idx[d] = e
+    expr, raw = operand_value(b, em, value, idx)
+    em.emit(f"{target} = {expr};")
+    return em.text(), raw
 
 
 def generate_dot_mma8(b: KernelBuilder, geometry, row_stats: str = "", norm=None) -> Kernel:
@@ -60,12 +96,12 @@ def generate_dot_mma8(b: KernelBuilder, geometry, row_stats: str = "", norm=None
     lhs, rhs = anchor.inputs
     a = anchor.attrs
     lf, rf = ops.dot_free_dims(a, lhs.type.rank, rhs.type.rank)
-    load_a = dot_operand_load(b, bshape, "A", lhs, a["lhs_batch"], lf, a["lhs_contract"], "am", "ak",
-                              mshape, kshape, "a", indent=4, overrides=norm)
-    load_b = dot_operand_load(b, bshape, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, "bk", "bn",
-                              kshape, nshape, "bv", indent=4)
+    load_a, raw_a = _operand_load(b, bshape, "A", lhs, a["lhs_batch"], lf, a["lhs_contract"], "am", "ak",
+                                  mshape, kshape, "a", overrides=norm)
+    load_b, raw_b = _operand_load(b, bshape, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, "bk", "bn",
+                                  kshape, nshape, "bv")
     epi = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=5)
-    return finish_mma8(b, load_a, load_b, epi.text(), B, M, N, K, row_stats)
+    return finish_mma8(b, load_a, load_b, epi.text(), B, M, N, K, row_stats, (raw_a, raw_b))
 
 
 def math_of(kernel_name: str, source: str = "") -> str | None:
@@ -77,4 +113,4 @@ def math_of(kernel_name: str, source: str = "") -> str | None:
     return "fp8" if "aotc_mma_m16n8k32_e4m3" in source else "int8"
 
 
-__all__ = ["is_mma8", "finish_mma8", "generate_dot_mma8", "math_of", "FP8_MMA"]
+__all__ = ["is_mma8", "finish_mma8", "generate_dot_mma8", "operand_value", "math_of", "FP8_MMA"]

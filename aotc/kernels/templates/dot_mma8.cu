@@ -23,13 +23,13 @@ ${row_stats}
     for (int l = 0; l < 16; ++l) {
       const int e = threadIdx.x + 128 * l;        // 0..2047: (row, kk) = (e / 32, e % 32)
       const ${idx_t} am = m0 + (e >> 5), ak = k0 + (e & 31);
-      ${val_t} a = 0;
+      ${a_t} a = 0;
       if (am < ${m} && ak < ${k}) {
 ${load_a}
       }
       As[e >> 5][e & 31] = ${to_a}(a);
       const ${idx_t} bn = n0 + (e >> 5), bk = k0 + (e & 31);
-      ${val_t} bv = 0;
+      ${b_t} bv = 0;
       if (bk < ${k} && bn < ${n}) {
 ${load_b}
       }
