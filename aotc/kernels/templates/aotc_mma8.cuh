@@ -67,17 +67,22 @@ __device__ __forceinline__ unsigned aotc_e4m3x2_to_f16x2_(unsigned w, int h) {
   return aotc_e4m3_to_f16_bits((w >> (16 * h)) & 0xffu) | (aotc_e4m3_to_f16_bits((w >> (16 * h + 8)) & 0xffu) << 16);
 }
 
+// Half `s` of the k range (k 0..15 from a[0], a[1], b[0]; k 16..31 from a[2], a[3], b[1]) as one f16 mma.
+__device__ __forceinline__ void aotc_e4m3_half_on_f16_(float d[4], const unsigned a[4], const unsigned b[2],
+                                                       const float c[4], int s) {
+  const unsigned ah[4] = {aotc_e4m3x2_to_f16x2_(a[2 * s], 0), aotc_e4m3x2_to_f16x2_(a[2 * s + 1], 0),
+                          aotc_e4m3x2_to_f16x2_(a[2 * s], 1), aotc_e4m3x2_to_f16x2_(a[2 * s + 1], 1)};
+  const unsigned bh[2] = {aotc_e4m3x2_to_f16x2_(b[s], 0), aotc_e4m3x2_to_f16x2_(b[s], 1)};
+  aotc_mma_m16n8k16_f16(d, ah, bh, c);
+}
+
 // The e4m3 mma on f16 tensor cores (the sm_80 cubin's path; also built on the host, where the tests
-// check it): k 0..15 from a[0], a[1], b[0], k 16..31 from a[2], a[3], b[1] (see the header comment).
+// check it): two m16n8k16 f16 mma, the second accumulating onto the first.
 __device__ __forceinline__ void aotc_mma_m16n8k32_e4m3_on_f16(float d[4], const unsigned a[4], const unsigned b[2],
                                                               const float c[4]) {
   float mid[4];
-  for (int s = 0; s < 2; ++s) {
-    const unsigned ah[4] = {aotc_e4m3x2_to_f16x2_(a[2 * s], 0), aotc_e4m3x2_to_f16x2_(a[2 * s + 1], 0),
-                            aotc_e4m3x2_to_f16x2_(a[2 * s], 1), aotc_e4m3x2_to_f16x2_(a[2 * s + 1], 1)};
-    const unsigned bh[2] = {aotc_e4m3x2_to_f16x2_(b[s], 0), aotc_e4m3x2_to_f16x2_(b[s], 1)};
-    aotc_mma_m16n8k16_f16(s ? d : mid, ah, bh, s ? mid : c);
-  }
+  aotc_e4m3_half_on_f16_(mid, a, b, c, 0);
+  aotc_e4m3_half_on_f16_(d, a, b, mid, 1);
 }
 
 #if defined(AOTC_HOST_EMU)

@@ -16,6 +16,7 @@ extern "C" __global__ void __launch_bounds__(128) ${name}(${params}) {
   const ${idx_t} m0 = (${idx_t})blockIdx.y * 64, n0 = (${idx_t})blockIdx.x * 64;
 ${row_stats}
   ${acc_t} acc[2][4][4];
+#pragma unroll
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 4; ++j)
       for (int r = 0; r < 4; ++r) acc[i][j][r] = 0;
@@ -37,6 +38,7 @@ ${load_b}
     }
     __syncthreads();
     unsigned af[2][4], bf[4][2];
+#pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int r = wm + 16 * i + g;
       af[i][0] = *reinterpret_cast<const unsigned *>(&As[r][4 * t]);
@@ -44,15 +46,18 @@ ${load_b}
       af[i][2] = *reinterpret_cast<const unsigned *>(&As[r][4 * t + 16]);
       af[i][3] = *reinterpret_cast<const unsigned *>(&As[r + 8][4 * t + 16]);
     }
+#pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int c = wn + 8 * j + g;
       bf[j][0] = *reinterpret_cast<const unsigned *>(&Bs[c][4 * t]);
       bf[j][1] = *reinterpret_cast<const unsigned *>(&Bs[c][4 * t + 16]);
     }
+#pragma unroll
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 4; ++j) aotc_mma_m16n8k32_${elt}(acc[i][j], af[i], bf[j], acc[i][j]);
     __syncthreads();
   }
+#pragma unroll
   for (int i = 0; i < 2; ++i) {
     for (int j = 0; j < 4; ++j) {
       for (int r = 0; r < 4; ++r) {
