@@ -214,3 +214,28 @@ def test_int8_attention_dots_are_not_the_float_attention_kernel():
     got_kernels = check(graph, ins, seed, rtol=0, atol=2 * 128 * 1.0001)   # a u8 probability may round 1 apart
     kinds = sorted(kk.region.kind for kk in got_kernels)
     assert "attention" not in kinds and kinds.count("dot") == 2
+
+
+def test_int8_gemm_over_a_dynamic_batch_and_sequence():
+    """(batch*seq) x K activations against int8 weights, sizes as kernel arguments: one build, several shapes."""
+    from aotc.ir import dims as D
+    from aotc.ir.dims import DimRange, dim_ranges, sym
+    from tests.helpers.host_run import run_on_host
+    rng, seed = fresh_rng()
+    bsym, ssym = sym("batch"), sym("seq")
+    ranges = {"batch": DimRange(1, 4), "seq": DimRange(1, 200)}
+    ws = _ints(rng, "i8", (70, 40))
+    with dim_ranges(ranges):
+        b = GraphBuilder()
+        x = b.input("x", (bsym, ssym, 40), "i8")
+        acc = b.add("dot_general", x, b.constant(ws, "w"), lhs_batch=(), rhs_batch=(), lhs_contract=(2,),
+                    rhs_contract=(1,), out_dtype="i32")
+        graph = b.build([requantize_epilogue(b, rng, acc, 2, "i8", 30000.0)])
+        graph.dims = ranges
+        sizes = [(1, 1), (3, 77), (4, 200)]
+        sets = [[_ints(rng, "i8", (n, s, 40))] for n, s in sizes]
+        results, kernels, _ = run_on_host(graph, None, shapes=sets)
+    assert any(k.name.startswith("aotc_dot_mma8_") and k.dims for k in kernels)
+    for ins, got, size in zip(sets, results, sizes):
+        np.testing.assert_array_equal(got[0], interpret(graph, ins)[0], err_msg=f"at {size}, seed {seed}")
+    assert D.symbols(graph.outputs[0].shape) == {"batch", "seq"}

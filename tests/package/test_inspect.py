@@ -84,3 +84,18 @@ def test_inspect_names_each_kernels_math(tmp_path):
     assert any(" int8 grid " in line and "aotc_dot_mma8_" in line for line in text.splitlines())
     plain = describe_engine(path.read_bytes())
     assert [k["math"] for k in plain["kernels"]] == [k["math"] for k in kernels]
+
+
+def test_inspect_text_says_which_arch_runs_other_math(plan_factory):
+    """An fp8 kernel runs e4m3 mma on sm_90 but f16 mma on sm_80: the text view names the exception."""
+    from aotc.kernels.kernel_math import FP8_ON_SM80
+    from aotc.package.inspect import kernel_math
+    info = describe_engine(engine_bytes(plan_factory()))
+    k = info["kernels"][0]
+    assert k["math"] is None or k["math"] in ("f32", "tf32", "f16", "bf16", "int8", "fp8")
+    k["math"], k["math_by_arch"] = "fp8", {"sm_80": FP8_ON_SM80}
+    text = format_description(info)
+    assert f"{k['name']} math fp8, except on sm_80: {FP8_ON_SM80}" in text
+    recorded = {"kernel_math": {"aotc_dot_mma8_x": "fp8"}, "kernel_math_by_arch": {"aotc_dot_mma8_x": {"sm_80": "f16"}}}
+    assert kernel_math(recorded, "aotc_dot_mma8_x") == ("fp8", {"sm_80": "f16"})
+    assert kernel_math({}, "aotc_dot_tf32_1") == ("tf32", {}) and kernel_math({}, "aotc_loop_1") == (None, {})
