@@ -54,12 +54,15 @@ ${load_b}
     }
 #pragma unroll
     for (int i = 0; i < 2; ++i)
+#pragma unroll
       for (int j = 0; j < 4; ++j) aotc_mma_m16n8k32_${elt}(acc[i][j], af[i], bf[j], acc[i][j]);
     __syncthreads();
   }
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
+#pragma unroll
     for (int j = 0; j < 4; ++j) {
+#pragma unroll
       for (int r = 0; r < 4; ++r) {
         const ${idx_t} m = m0 + wm + 16 * i + g + (r >= 2 ? 8 : 0);
         const ${idx_t} n = n0 + wn + 8 * j + 2 * t + (r & 1);
