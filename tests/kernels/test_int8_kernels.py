@@ -100,6 +100,8 @@ def test_int8_gemm_region(m, n, k, batch, lt, rt, out):
         assert_spread(interpret(graph, ins)[0])
     assert kernels[0].name.startswith("aotc_dot_mma8_")
     assert f"aotc_mma_m16n8k32_{lt[0]}8{rt[0]}8".replace("i8", "s8") in kernels[0].source
+    # K-contiguous region inputs are staged four bytes a load when K % 4 == 0 (mma8_stage4.part)
+    assert kernels[0].source.count("*reinterpret_cast<const unsigned *>(&p") == (2 if k % 4 == 0 else 0)
     _module_compiles(kernels)
 
 
@@ -147,6 +149,9 @@ def test_int8_conv_region(xshape, wshape, strides, pads, dil, groups, xt, zp):
     (k,) = check(graph, ins, seed, kinds=["conv"])
     assert_spread(interpret(graph, ins)[0])
     assert k.name.startswith("aotc_dot_mma8_" if groups == 1 else "aotc_conv_int_")
+    if groups == 1:             # x four channels a load when C % 4 == 0, w when its K (taps x C) is
+        vectors = k.source.count("*reinterpret_cast<const unsigned *>(&p")
+        assert vectors == int(xshape[-1] % 4 == 0) + int(np.prod(wshape[1:]) % 4 == 0)
     if groups == 1:
         _module_compiles([k])
     if zp and any(p != (0, 0) for p in pads):        # the zero point in the padding changes the answer

@@ -3,9 +3,9 @@
 // (int8: exact, wrapping mod 2**32; fp8: exact products summed in f32). 128 threads = 4 warps in a
 // 2x2 grid; block tile 64x64, warp tile 32x32 = 2 x 4 mma.m16n8k32 tiles (aotc_mma8.cuh). Each
 // 32-deep K slice of A (64x32) and B (stored n-major, 64x32) is staged in shared memory as bytes
-// by the region's prologue loads, ${to_a}/${to_b} giving each value's byte, zero past M, N and K;
-// a fragment register is four consecutive k bytes read as one word (rows padded to 48 bytes:
-// the 32 lanes' reads hit 32 different banks).
+// by the region's prologue loads (mma8_stage.part; mma8_stage4.part four bytes at a time where the
+// operand is stored K-contiguous), zero past M, N and K; a fragment register is four consecutive
+// k bytes read as one word (rows padded to 48 bytes: the 32 lanes' reads hit 32 different banks).
 extern "C" __global__ void __launch_bounds__(128) ${name}(${params}) {
   __shared__ __align__(16) unsigned char As[64][32 + 16];
   __shared__ __align__(16) unsigned char Bs[64][32 + 16];
@@ -21,21 +21,8 @@ ${row_stats}
     for (int j = 0; j < 4; ++j)
       for (int r = 0; r < 4; ++r) acc[i][j][r] = 0;
   for (${idx_t} k0 = 0; k0 < ${k}; k0 += 32) {
-    for (int l = 0; l < 16; ++l) {
-      const int e = threadIdx.x + 128 * l;        // 0..2047: (row, kk) = (e / 32, e % 32)
-      const ${idx_t} am = m0 + (e >> 5), ak = k0 + (e & 31);
-      ${a_t} a = 0;
-      if (am < ${m} && ak < ${k}) {
-${load_a}
-      }
-      As[e >> 5][e & 31] = ${to_a}(a);
-      const ${idx_t} bn = n0 + (e >> 5), bk = k0 + (e & 31);
-      ${b_t} bv = 0;
-      if (bk < ${k} && bn < ${n}) {
-${load_b}
-      }
-      Bs[e >> 5][e & 31] = ${to_b}(bv);
-    }
+${stage_a}
+${stage_b}
     __syncthreads();
     unsigned af[2][4], bf[4][2];
 #pragma unroll
