@@ -21,6 +21,10 @@
 #pragma once
 #include "aotc_mma.cuh"
 
+// The XOR swizzle of dot_mma8.cu's shared tiles (32-byte rows): word w of row r lives at
+// w ^ AOTC_SW8(r), the other half of the row's eight words for rows 4..7 of every 8.
+#define AOTC_SW8(row) ((((row) >> 2) & 1) << 2)
+
 // The value of an e4m3 (OCP "e4m3fn": bias 7, no infinities, S.1111.111 = NaN) bit pattern.
 __device__ __forceinline__ float aotc_e4m3_to_float(unsigned bits) {
   const unsigned e = (bits >> 3) & 15u, m = bits & 7u;

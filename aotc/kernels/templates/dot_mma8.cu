@@ -5,10 +5,12 @@
 // 32-deep K slice of A (64x32) and B (stored n-major, 64x32) is staged in shared memory as bytes
 // by the region's prologue loads (mma8_stage.part; mma8_stage4.part four bytes at a time where the
 // operand is stored K-contiguous), zero past M, N and K; a fragment register is four consecutive
-// k bytes read as one word (rows padded to 48 bytes: the 32 lanes' reads hit 32 different banks).
+// k bytes read as one word. Rows are 32 bytes, word w of row r stored at w ^ AOTC_SW8(r) (aotc_mma8.cuh: the upper
+// half of the row's words for rows 4..7 of every 8): a warp's fragment reads (8 rows x 4 words)
+// and its staging stores (4 rows x 8 words) both hit 32 different banks.
 extern "C" __global__ void __launch_bounds__(128) ${name}(${params}) {
-  __shared__ __align__(16) unsigned char As[64][32 + 16];
-  __shared__ __align__(16) unsigned char Bs[64][32 + 16];
+  __shared__ __align__(16) unsigned char As[64][32];
+  __shared__ __align__(16) unsigned char Bs[64][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
@@ -28,16 +30,17 @@ ${stage_b}
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int r = wm + 16 * i + g;
-      af[i][0] = *reinterpret_cast<const unsigned *>(&As[r][4 * t]);
-      af[i][1] = *reinterpret_cast<const unsigned *>(&As[r + 8][4 * t]);
-      af[i][2] = *reinterpret_cast<const unsigned *>(&As[r][4 * t + 16]);
-      af[i][3] = *reinterpret_cast<const unsigned *>(&As[r + 8][4 * t + 16]);
+      const int sw = AOTC_SW8(r);                // rows r and r + 8 share it
+      af[i][0] = *reinterpret_cast<const unsigned *>(&As[r][4 * (t ^ sw)]);
+      af[i][1] = *reinterpret_cast<const unsigned *>(&As[r + 8][4 * (t ^ sw)]);
+      af[i][2] = *reinterpret_cast<const unsigned *>(&As[r][4 * ((t + 4) ^ sw)]);
+      af[i][3] = *reinterpret_cast<const unsigned *>(&As[r + 8][4 * ((t + 4) ^ sw)]);
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int c = wn + 8 * j + g;
-      bf[j][0] = *reinterpret_cast<const unsigned *>(&Bs[c][4 * t]);
-      bf[j][1] = *reinterpret_cast<const unsigned *>(&Bs[c][4 * t + 16]);
+      bf[j][0] = *reinterpret_cast<const unsigned *>(&Bs[c][4 * (t ^ AOTC_SW8(c))]);
+      bf[j][1] = *reinterpret_cast<const unsigned *>(&Bs[c][4 * ((t + 4) ^ AOTC_SW8(c))]);
     }
 #pragma unroll
     for (int i = 0; i < 2; ++i)
