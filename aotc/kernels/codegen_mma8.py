@@ -137,7 +137,7 @@ def math_of(kernel_name: str, source: str = "") -> str | None:
         return "int8"
     if not kernel_name.startswith("aotc_dot_mma8_"):
         return None
-    return "fp8" if "aotc_mma_m16n8k32_e4m3" in source else "int8"
+    return "fp8" if "aotc_mma8_tile_e4m3" in source else "int8"
 
 
 __all__ = ["Load", "is_mma8", "finish_mma8", "generate_dot_mma8", "operand_value", "contiguous_k", "math_of", "FP8_MMA"]

@@ -99,7 +99,7 @@ def test_int8_gemm_region(m, n, k, batch, lt, rt, out):
     if out is not None:
         assert_spread(interpret(graph, ins)[0])
     assert kernels[0].name.startswith("aotc_dot_mma8_")
-    assert f"aotc_mma_m16n8k32_{lt[0]}8{rt[0]}8".replace("i8", "s8") in kernels[0].source
+    assert f"aotc_mma8_tile_{lt[0]}8{rt[0]}8".replace("i8", "s8") in kernels[0].source
     # K-contiguous region inputs are staged four bytes a load when K % 4 == 0 (mma8_stage4.part)
     assert kernels[0].source.count("*reinterpret_cast<const unsigned *>(&p") == (2 if k % 4 == 0 else 0)
     _module_compiles(kernels)

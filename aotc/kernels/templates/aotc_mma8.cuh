@@ -184,3 +184,61 @@ __device__ __forceinline__ void aotc_mma_m16n8k32_e4m3(float d[4], const unsigne
 }
 
 #endif
+
+// A warp's 32x32 tile of dot_mma8.cu: acc[i][j] += A fragment i (rows 16i..16i+15) x B fragment j
+// (columns 8j..8j+7), 2 x 4 mma.m16n8k32. On sm_80 the fp8 tile widens each fragment to f16 once
+// (6 conversions, not 16) and runs its 16 f16 mma (k 0..15, then 16..31, as the per-mma path does).
+#define AOTC_MMA8_TILE_INT(AT, BT)                                                                   \
+  __device__ __forceinline__ void aotc_mma8_tile_##AT##BT(int acc[2][4][4], const unsigned af[2][4],  \
+                                                           const unsigned bf[4][2]) {                 \
+    _Pragma("unroll") for (int i = 0; i < 2; ++i)                                                   \
+      _Pragma("unroll") for (int j = 0; j < 4; ++j)                                                 \
+        aotc_mma_m16n8k32_##AT##BT(acc[i][j], af[i], bf[j], acc[i][j]);                             \
+  }
+AOTC_MMA8_TILE_INT(s8, s8)
+AOTC_MMA8_TILE_INT(s8, u8)
+AOTC_MMA8_TILE_INT(u8, s8)
+AOTC_MMA8_TILE_INT(u8, u8)
+#undef AOTC_MMA8_TILE_INT
+
+// The fp8 tile on f16 tensor cores (the sm_80 cubin's; built on the host too, where the tests check it).
+__device__ __forceinline__ void aotc_mma8_tile_e4m3_on_f16(float acc[2][4][4], const unsigned af[2][4],
+                                                           const unsigned bf[4][2]) {
+  unsigned ah[2][2][4], bh[4][2][2];              // [fragment][k half][f16x2 registers]
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      ah[i][s][0] = aotc_e4m3x2_to_f16x2_(af[i][2 * s], 0);
+      ah[i][s][1] = aotc_e4m3x2_to_f16x2_(af[i][2 * s + 1], 0);
+      ah[i][s][2] = aotc_e4m3x2_to_f16x2_(af[i][2 * s], 1);
+      ah[i][s][3] = aotc_e4m3x2_to_f16x2_(af[i][2 * s + 1], 1);
+    }
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      bh[j][s][0] = aotc_e4m3x2_to_f16x2_(bf[j][s], 0);
+      bh[j][s][1] = aotc_e4m3x2_to_f16x2_(bf[j][s], 1);
+    }
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float mid[4];
+      aotc_mma_m16n8k16_f16(mid, ah[i][0], bh[j][0], acc[i][j]);
+      aotc_mma_m16n8k16_f16(acc[i][j], ah[i][1], bh[j][1], mid);
+    }
+}
+
+__device__ __forceinline__ void aotc_mma8_tile_e4m3(float acc[2][4][4], const unsigned af[2][4],
+                                                    const unsigned bf[4][2]) {
+#if defined(AOTC_HOST_EMU) || __CUDA_ARCH__ >= 890
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) aotc_mma_m16n8k32_e4m3(acc[i][j], af[i], bf[j], acc[i][j]);
+#else
+  aotc_mma8_tile_e4m3_on_f16(acc, af, bf);
+#endif
+}

@@ -42,10 +42,7 @@ ${stage_b}
       bf[j][0] = *reinterpret_cast<const unsigned *>(&Bs[c][4 * (t ^ AOTC_SW8(c))]);
       bf[j][1] = *reinterpret_cast<const unsigned *>(&Bs[c][4 * ((t + 4) ^ AOTC_SW8(c))]);
     }
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) aotc_mma_m16n8k32_${elt}(acc[i][j], af[i], bf[j], acc[i][j]);
+    aotc_mma8_tile_${elt}(acc, af, bf);
     __syncthreads();
   }
 #pragma unroll
