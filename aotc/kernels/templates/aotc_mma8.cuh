@@ -18,6 +18,9 @@
 // partner; f16 x f16 products are exact in f32 as e4m3 x e4m3 ones are. On the host the 32
 // lanes publish their fragments in a per-warp scratch, synchronize, and each lane computes its
 // four outputs: integers in unsigned (wrapping) arithmetic, fp8 as exact products summed in f32.
+// aotc_mma8_tile_<kind>(acc, af, bf) is dot_mma8.cu's 32x32 warp tile (2 x 4 of these); the sm_80
+// fp8 tile widens its fragments once per tile. The fragment layouts were checked against the PTX
+// ISA's m16n8k32 figures; tests/kernels/test_mma8_wrappers.py packs fragments from them.
 #pragma once
 #include "aotc_mma.cuh"
 
