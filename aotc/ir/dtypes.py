@@ -9,8 +9,9 @@ Storage conventions every layer shares:
   C type is a byte and kernels convert with aotc's own functions
   (`aotc_f8_*` in aotc_prelude.cuh), never cuda_fp8.h, so host and GPU agree
   bit for bit. The fnuz types have one NaN (0x80) and no -0.
-- int4/uint4 are held one element per byte (as ml_dtypes does), sign- or
-  zero-extended; ONNX's two-per-byte packing is undone at import.
+- int4/uint4 are held one element per byte as ml_dtypes holds them: the low
+  4 bits, the high 4 bits zero (int4 -5 is 0x0b); kernels sign-extend at loads.
+  ONNX's two-per-byte packing is undone at import.
 - Floats narrower than f32 compute in f32 (kernels and interpreter alike); f64
   computes in double.
 """
@@ -60,7 +61,7 @@ u16 = DType("u16", np.dtype(np.uint16), "unsigned short", 2, False, False)
 i16 = DType("i16", np.dtype(np.int16), "short", 2, False, True)
 i8 = DType("i8", np.dtype(np.int8), "signed char", 1, False, True)
 u8 = DType("u8", np.dtype(np.uint8), "unsigned char", 1, False, False)
-i4 = DType("i4", np.dtype(ml_dtypes.int4), "signed char", 1, False, True, bits=4)
+i4 = DType("i4", np.dtype(ml_dtypes.int4), "unsigned char", 1, False, True, bits=4)
 u4 = DType("u4", np.dtype(ml_dtypes.uint4), "unsigned char", 1, False, False, bits=4)
 boolean = DType("bool", np.dtype(np.bool_), "bool", 1, False, False)
 
@@ -127,4 +128,5 @@ def to_float8(x: np.ndarray, d: DType, saturate: bool) -> np.ndarray:
         hi = float_limits(d)[0]
         with np.errstate(invalid="ignore"):
             x = np.clip(x, -hi, hi)      # NaN stays NaN; inf -> max
-    return x.astype(d.np)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return x.astype(d.np)

@@ -219,7 +219,7 @@ def _shift(fn, a, b):
     """Out-of-range shifts (negative, or the bit width or more) saturate as in ONNX and numpy:
     0, or -1 for a right shift of a negative value (C leaves them undefined; the kernels test)."""
     big = (b < 0) | (b >= 8 * a.dtype.itemsize)   # int4/uint4 never reach here (the op table refuses them)
-    full = np.where(a < 0, -1, 0) if fn is np.right_shift else np.zeros_like(a)
+    full = (np.where(a < 0, -1, 0) if fn is np.right_shift else np.zeros_like(a)).astype(a.dtype)   # u64: no float
     return np.where(big, full, fn(a, np.where(big, 0, b).astype(a.dtype))).astype(a.dtype)
 
 
