@@ -216,6 +216,14 @@ def _bitcast(a: str, src: DType, dst: DType) -> str:
         return f"__float_as_int({a})"
     if (src, dst) == (dtypes.i32, dtypes.f32):
         return f"__int_as_float({a})"
+    if (src, dst) == (dtypes.f32, dtypes.u32):
+        return f"__float_as_uint({a})"
+    if (src, dst) == (dtypes.u32, dtypes.f32):
+        return f"__uint_as_float({a})"
+    if src == dtypes.f64 and dst in (dtypes.i64, dtypes.u64):
+        return f"({dst.c})__double_as_longlong({a})"
+    if dst == dtypes.f64 and src in (dtypes.i64, dtypes.u64):
+        return f"__longlong_as_double((long long)({a}))"
     if not src.is_float and not dst.is_float:   # bytes: two's-complement wrap, as a C cast does
         return f"({dst.c})({a})"
     raise UnsupportedError(f"no C expression for bitcast_convert {src} -> {dst}")
