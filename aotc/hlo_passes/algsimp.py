@@ -41,6 +41,9 @@ from aotc.ir.graph import Graph, Node, Value
 _FLOATS_16 = {"f16", "bf16", "f32", "f64"}
 _EXACT_WIDER = {
     "bool": set(dtypes.BY_NAME),
+    "u2": {"u2", "u4", "u8", "u16", "u32", "u64", "i4", "i8", "i16", "i32", "i64"} | _FLOATS_16,
+    "i2": {"i2", "i4", "i8", "i16", "i32", "i64"} | _FLOATS_16,
+    "f4e2m1fn": {"f4e2m1fn"} | _FLOATS_16,
     "u4": {"u4", "u8", "u16", "u32", "u64", "i8", "i16", "i32", "i64"} | _FLOATS_16,
     "i4": {"i4", "i8", "i16", "i32", "i64"} | _FLOATS_16,
     "u8": {"u8", "u16", "u32", "u64", "i16", "i32", "i64"} | _FLOATS_16,

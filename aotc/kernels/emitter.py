@@ -30,13 +30,18 @@ def compute_type(dt: DType) -> str:
     """The C type a value is held in while computing."""
     if dt == dtypes.f64:
         return "double"
-    if dt == dtypes.i4:
+    if dt.is_narrow_int and dt.is_signed:
         return "signed char"
     return "float" if dt.is_float else dt.c
 
 
+def _is_byte_float(dt: DType) -> bool:
+    """float8 and float4: one byte per element, converted by aotc_convert.cuh's functions."""
+    return dt.is_float and dt.itemsize == 1
+
+
 def float8_encode(value: str, dt: DType, saturate: bool = False) -> str:
-    """C expression: the float8 byte of `value` (rounded to nearest even; see aotc_convert.cuh)."""
+    """C expression: the float8 (or float4) byte of `value` (nearest even; see aotc_convert.cuh)."""
     return f"aotc_to_{dt.name}((double)({value}), {'true' if saturate else 'false'})"
 
 
@@ -45,10 +50,10 @@ def load_expr(ptr: str, offset: str, dt: DType) -> str:
         return f"__half2float({ptr}[{offset}])"
     if dt == dtypes.bf16:
         return f"__bfloat162float({ptr}[{offset}])"
-    if dt.is_float8:
+    if _is_byte_float(dt):
         return f"aotc_from_{dt.name}({ptr}[{offset}])"
-    if dt == dtypes.i4:
-        return f"aotc_load_i4({ptr}[{offset}])"
+    if dt.is_narrow_int and dt.is_signed:
+        return f"aotc_load_i{dt.bits}({ptr}[{offset}])"
     return f"{ptr}[{offset}]"
 
 
@@ -57,15 +62,15 @@ def store_expr(ptr: str, offset: str, value: str, dt: DType) -> str:
         return f"{ptr}[{offset}] = __float2half({value});"
     if dt == dtypes.bf16:
         return f"{ptr}[{offset}] = __float2bfloat16({value});"
-    if dt.is_float8:   # non-saturating, as the interpreter's astype; a saturating convert already clamped
+    if _is_byte_float(dt):   # non-saturating, as the interpreter's astype; a saturating convert already clamped
         return f"{ptr}[{offset}] = {float8_encode(value, dt)};"
-    if dt.bits:
-        return f"{ptr}[{offset}] = aotc_store_4bit({value});"
+    if dt.is_narrow_int:
+        return f"{ptr}[{offset}] = aotc_store_{dt.bits}bit({value});"
     return f"{ptr}[{offset}] = {value};"
 
 
-def _wrap4(value: str, dt: DType) -> str:
-    return f"aotc_wrap_{'i' if dt.is_signed else 'u'}4((long long)({value}))"
+def _wrap_narrow(value: str, dt: DType) -> str:
+    return f"aotc_wrap_{'i' if dt.is_signed else 'u'}{dt.bits}((long long)({value}))"
 
 
 def literal(x, dt: DType) -> str:
@@ -197,12 +202,12 @@ def _unary(op: str, a: str, dt: DType) -> str:
 def _convert(a: str, src: DType, dst: DType, saturate: bool = False) -> str:
     if dst == dtypes.boolean:
         return f"({a} != 0)"
-    if dst.is_float8:   # rounded here, so later ops in the region see the float8 value
+    if _is_byte_float(dst):   # rounded here, so later ops in the region see the float8 value
         return f"aotc_from_{dst.name}({float8_encode(a, dst, saturate)})"
     if dst.is_float:
         return f"({compute_type(dst)})({a})"
-    if dst.bits:
-        return _wrap4(a if not src.is_float else f"(long long)({a})", dst)
+    if dst.is_narrow_int:
+        return _wrap_narrow(a if not src.is_float else f"(long long)({a})", dst)
     return f"({dst.c})({a})"
 
 

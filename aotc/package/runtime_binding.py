@@ -182,11 +182,12 @@ def _check_input(status) -> None:
 
 
 _ML_DTYPES = {"bf16": "bfloat16", "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
-              "f8e4m3fnuz": "float8_e4m3fnuz", "f8e5m2fnuz": "float8_e5m2fnuz", "i4": "int4", "u4": "uint4"}
+              "f8e4m3fnuz": "float8_e4m3fnuz", "f8e5m2fnuz": "float8_e5m2fnuz", "i4": "int4", "u4": "uint4",
+              "i2": "int2", "u2": "uint2", "f4e2m1fn": "float4_e2m1fn"}
 
 
 def _np_dtype(name: str) -> np.dtype:
-    """The numpy dtype of an engine dtype; bf16, float8 and int4/uint4 from ml_dtypes (one per byte)."""
+    """The numpy dtype of an engine dtype; bf16, float8, float4 and 4/2-bit ints from ml_dtypes (one per byte)."""
     if name in _ML_DTYPES:
         import ml_dtypes
         return np.dtype(getattr(ml_dtypes, _ML_DTYPES[name]))

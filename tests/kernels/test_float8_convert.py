@@ -33,10 +33,15 @@ def lib():
                          f'  if (i < n) out[i] = aotc_to_{f}(x[i], sat != 0);\n}}')
             names.append(f"enc_{f}_{nm}")
         names.append(f"dec_{f}")
-    lines.append('extern "C" __global__ void wrap4(const long long *x, signed char *si, unsigned char *ui, int n) {\n'
-                 '  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
-                 '  if (i < n) { si[i] = aotc_wrap_i4(x[i]); ui[i] = aotc_wrap_u4(x[i]); }\n}')
-    names.append("wrap4")
+    for bits in (4, 2):
+        lines.append(f'extern "C" __global__ void wrap{bits}(const long long *x, signed char *si, unsigned char *ui, '
+                     f'int n) {{\n  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
+                     f'  if (i < n) {{ si[i] = aotc_wrap_i{bits}(x[i]); ui[i] = aotc_wrap_u{bits}(x[i]); }}\n}}')
+        names.append(f"wrap{bits}")
+    lines.append('extern "C" __global__ void f4(const float *x, const unsigned char *c, unsigned char *enc, float *dec, '
+                 'int n) {\n  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
+                 '  if (i < n) { enc[i] = aotc_to_f4e2m1fn(x[i], false); dec[i] = aotc_from_f4e2m1fn(c[i]); }\n}')
+    names.append("f4")
     return HostLibrary(compile_host("\n".join(lines) + "\n", names))
 
 
@@ -121,13 +126,26 @@ def test_random_float32_bits_encode_as_ml_dtypes(lib, f):
         assert np.array_equal(got[~nan], want[~nan]), f"seed {seed}"
 
 
-def test_int4_wraps_like_ml_dtypes(lib):
+@pytest.mark.parametrize("bits", [4, 2])
+def test_int4_and_int2_wrap_like_ml_dtypes(lib, bits):
     x = np.arange(-300, 300, dtype=np.int64)
     si = np.full(x.shape, 99, np.int8)
     ui = np.full(x.shape, 99, np.uint8)
-    lib.launch("wrap4", *_grid(x.size), [x, si, ui, np.int32(x.size)])
-    assert np.array_equal(si, x.astype(ml_dtypes.int4).astype(np.int8))
-    assert np.array_equal(ui, x.astype(ml_dtypes.uint4).astype(np.uint8))
+    lib.launch(f"wrap{bits}", *_grid(x.size), [x, si, ui, np.int32(x.size)])
+    assert np.array_equal(si, x.astype(getattr(ml_dtypes, f"int{bits}")).astype(np.int8))
+    assert np.array_equal(ui, x.astype(getattr(ml_dtypes, f"uint{bits}")).astype(np.uint8))
+
+
+def test_float4_e2m1_encodes_and_decodes_like_ml_dtypes(lib):
+    """Every f16 value (ties, overflow, inf, NaN included) encodes; all 16 codes decode."""
+    t = ml_dtypes.float4_e2m1fn
+    x = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+    codes = (np.arange(x.size) % 16).astype(np.uint8)
+    enc = np.full(x.shape, 0x5A, np.uint8)
+    dec = np.full(x.shape, -7.0, np.float32)
+    lib.launch("f4", *_grid(x.size), [x, codes, enc, dec, np.int32(x.size)])
+    assert np.array_equal(enc, x.astype(t).view(np.uint8))
+    assert np.array_equal(dec.view(np.uint32), codes.view(t).astype(np.float32).view(np.uint32))
 
 
 def test_the_same_conversions_compile_for_the_gpu():

@@ -43,7 +43,8 @@ def test_the_c_header_and_reader_agree():
 _ONNX = {"f64": TensorProto.DOUBLE, "i16": TensorProto.INT16, "u16": TensorProto.UINT16,
          "u32": TensorProto.UINT32, "u64": TensorProto.UINT64, "f8e4m3fn": TensorProto.FLOAT8E4M3FN,
          "f8e5m2": TensorProto.FLOAT8E5M2, "f8e4m3fnuz": TensorProto.FLOAT8E4M3FNUZ,
-         "f8e5m2fnuz": TensorProto.FLOAT8E5M2FNUZ, "i4": TensorProto.INT4, "u4": TensorProto.UINT4}
+         "f8e5m2fnuz": TensorProto.FLOAT8E5M2FNUZ, "i4": TensorProto.INT4, "u4": TensorProto.UINT4,
+         "i2": TensorProto.INT2, "u2": TensorProto.UINT2, "f4e2m1fn": TensorProto.FLOAT4E2M1}
 
 
 @pytest.mark.skipif(not have_host_compiler(), reason="needs g++ for the host build")
@@ -62,7 +63,7 @@ def test_engine_io_in_every_new_dtype_runs_on_cpu(tmp_path):
         else:
             lo, hi = dtypes.int_range(d)
             feeds[f"x_{name}"] = rng.integers(max(lo, -2**20), min(hi, 2**20), (3, 5), endpoint=True).astype(d.np)
-    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs), opset_imports=[helper.make_opsetid("", 21)])
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs), opset_imports=[helper.make_opsetid("", 25)])
     aotc.compile(model, str(tmp_path / "m.engine"), arch="none")
     engine = rb.Engine(str(tmp_path / "m.engine"))
     assert {t.name: t.dtype for t in engine.inputs} == {f"x_{n}": n for n in _ONNX}

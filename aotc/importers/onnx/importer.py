@@ -45,8 +45,9 @@ ONNX_DTYPES: dict[int, DType] = {
     TensorProto.UINT32: dtypes.u32, TensorProto.UINT64: dtypes.u64,
     TensorProto.FLOAT8E4M3FN: dtypes.f8e4m3fn, TensorProto.FLOAT8E5M2: dtypes.f8e5m2,
     TensorProto.FLOAT8E4M3FNUZ: dtypes.f8e4m3fnuz, TensorProto.FLOAT8E5M2FNUZ: dtypes.f8e5m2fnuz,
-    # numpy_helper.to_array unpacks ONNX's two-per-byte int4 into ml_dtypes' one per byte
-    TensorProto.INT4: dtypes.i4, TensorProto.UINT4: dtypes.u4,
+    # numpy_helper.to_array unpacks ONNX's packed int4/int2/float4 into ml_dtypes' one per byte
+    TensorProto.INT4: dtypes.i4, TensorProto.UINT4: dtypes.u4, TensorProto.INT2: dtypes.i2,
+    TensorProto.UINT2: dtypes.u2, TensorProto.FLOAT4E2M1: dtypes.f4e2m1fn,
 }
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 

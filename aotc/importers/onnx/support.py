@@ -10,8 +10,8 @@ page with `python -m aotc.importers.onnx.support > docs/onnx_ops.md`.
 from __future__ import annotations
 
 from aotc.importers.onnx.checks import OPSET_MIN  # the range the importer accepts, one number
-DTYPES = ("float32, float16, bfloat16, float64, float8 (e4m3fn, e5m2, e4m3fnuz, e5m2fnuz), int64, int32, "
-          "int16, int8, int4, uint64, uint32, uint16, uint8, uint4, bool")
+DTYPES = ("float32, float16, bfloat16, float64, float8 (e4m3fn, e5m2, e4m3fnuz, e5m2fnuz), float4e2m1, int64, "
+          "int32, int16, int8, int4, int2, uint64, uint32, uint16, uint8, uint4, uint2, bool")
 _SHAPE_IN = "shape-carrying inputs must be constants (aotc shapes are static)"
 _N2 = "decomposed into compare/select/reduce: O(n^2) per row of the axis"
 _RNN = "all ONNX activations; alpha/beta defaults and length-0 sequence_lens entries follow onnxruntime"
@@ -122,7 +122,7 @@ def render_markdown(rows: list[dict] | None = None) -> str:
              "Generated from `aotc/importers/onnx/support.py` (the same data as `aotc ops`); "
              "a test checks that this page matches it.", "",
              f"{len(rows)} op types of the default domain. Data types: {DTYPES} "
-             "(float4e2m1, float8e8m0, int2/uint2 and strings are not supported; int4/uint4 and float8 are "
+             "(float8e8m0 and strings are not supported; float8, float4 and int4/int2 are "
              "storage types: cast them to compute). "
              "Conformance: `python -m pytest tests/onnx_backend --run-slow` runs the ONNX node test suite.", "",
              "| op type | opsets | restrictions |", "|---|---|---|"]

@@ -23,7 +23,8 @@ ELEMENT_TYPES = {"f32": dtypes.f32, "f16": dtypes.f16, "bf16": dtypes.bf16, "i64
                  "i32": dtypes.i32, "i8": dtypes.i8, "ui8": dtypes.u8, "i1": dtypes.boolean,
                  "f64": dtypes.f64, "i16": dtypes.i16, "ui16": dtypes.u16, "ui32": dtypes.u32, "ui64": dtypes.u64,
                  "f8E4M3FN": dtypes.f8e4m3fn, "f8E5M2": dtypes.f8e5m2, "f8E4M3FNUZ": dtypes.f8e4m3fnuz,
-                 "f8E5M2FNUZ": dtypes.f8e5m2fnuz, "i4": dtypes.i4, "ui4": dtypes.u4}
+                 "f8E5M2FNUZ": dtypes.f8e5m2fnuz, "i4": dtypes.i4, "ui4": dtypes.u4, "i2": dtypes.i2,
+                 "ui2": dtypes.u2, "f4E2M1FN": dtypes.f4e2m1fn}
 
 
 def new_context():

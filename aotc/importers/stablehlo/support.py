@@ -189,8 +189,8 @@ def render_markdown() -> str:
              "a test checks that this page matches the converter table.", "",
              f"**{len(ok)} of the {len(rows)} ops of the StableHLO specification are supported.** "
              "Element types: f64, f32, f16, bf16, f8E4M3FN, f8E5M2, f8E4M3FNUZ, f8E5M2FNUZ, i64, i32, i16, i8, "
-             "i4, ui64, ui32, ui16, ui8, ui4, i1 (float8 and 4-bit integers are storage types: convert to "
-             "compute). Dynamic (`?`) dims: those of jax.export's "
+             "i4, i2, ui64, ui32, ui16, ui8, ui4, ui2, f4E2M1FN, i1 (float8, float4 and 4/2-bit integers are "
+             "storage types: convert to compute). Dynamic (`?`) dims: those of jax.export's "
              "symbolic shapes, each with the range the user gives. Every unsupported op "
              "in a program is reported at once, with its location, before anything is compiled.", "",
              "| op | supported | restrictions / reason |", "|---|---|---|"]

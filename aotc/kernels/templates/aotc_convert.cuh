@@ -66,10 +66,26 @@ __device__ __forceinline__ float aotc_from_f8e5m2(unsigned char b) { return aotc
 __device__ __forceinline__ float aotc_from_f8e4m3fnuz(unsigned char b) { return aotc_f8_decode(b, 3, 8, AOTC_F8_FNUZ); }
 __device__ __forceinline__ float aotc_from_f8e5m2fnuz(unsigned char b) { return aotc_f8_decode(b, 2, 16, AOTC_F8_FNUZ); }
 
-// int4/uint4, one per byte as ml_dtypes stores them: the low 4 bits, high 4 bits zero (int4 -5
+// int4/uint4 (and int2/uint2), one per byte as ml_dtypes stores them: the low 4 bits, high 4 bits zero (int4 -5
 // is the byte 0x0b). A value wraps to 4 bits at converts (as ml_dtypes casts) and computes
 // sign-extended (int4) in a signed char.
 __device__ __forceinline__ signed char aotc_wrap_i4(long long v) { return (signed char)(((int)(v & 15) ^ 8) - 8); }
 __device__ __forceinline__ unsigned char aotc_wrap_u4(long long v) { return (unsigned char)(v & 15); }
+__device__ __forceinline__ signed char aotc_wrap_i2(long long v) { return (signed char)(((int)(v & 3) ^ 2) - 2); }
+__device__ __forceinline__ unsigned char aotc_wrap_u2(long long v) { return (unsigned char)(v & 3); }
 __device__ __forceinline__ unsigned char aotc_store_4bit(long long v) { return (unsigned char)(v & 15); }
+__device__ __forceinline__ unsigned char aotc_store_2bit(long long v) { return (unsigned char)(v & 3); }
 __device__ __forceinline__ signed char aotc_load_i4(unsigned char b) { return aotc_wrap_i4(b); }
+__device__ __forceinline__ signed char aotc_load_i2(unsigned char b) { return aotc_wrap_i2(b); }
+
+// float4 e2m1fn (M=1, B=1, largest 6.0, no inf or NaN), one per byte, sign in bit 3, as ml_dtypes
+// holds it. ml_dtypes (and ONNX Cast) always saturate: beyond +-6 and +-inf give +-6, and NaN gives a
+// zero whose sign bit is the NaN's flipped; the `saturate` flag is accepted for a uniform call.
+__device__ __forceinline__ unsigned char aotc_to_f4e2m1fn(double x, bool) {
+  if (x != x) return signbit(x) ? 0x0 : 0x8;
+  const unsigned char c = aotc_f8_encode(x, 1, 1, 0x7, AOTC_F8_FN, true);
+  return (unsigned char)((c & 0x7) | ((c & 0x80) >> 4));
+}
+__device__ __forceinline__ float aotc_from_f4e2m1fn(unsigned char b) {
+  return aotc_f8_decode((unsigned char)(((b & 0x8) << 4) | (b & 0x7)), 1, 1, AOTC_F8_FN);
+}
