@@ -783,6 +783,7 @@ def _window_infer(attrs, ts):
     win, st, pads, dil = (tuple(attrs["window"]), tuple(attrs["strides"]), attrs["padding"],
                           tuple(attrs["dilations"]))
     _check(attrs.get("kind") in WINDOW_KINDS, f"kind must be one of {WINDOW_KINDS}")
+    _check(not x.dtype.bits, f"{x.dtype} is a storage type: convert to a wider type before reduce_window")
     _check(len(win) == len(st) == len(pads) == len(dil) == x.rank, "window attributes need one entry per dim")
     shape = tuple(conv_out_dim(x.shape[i], win[i], st[i], pads[i][0], pads[i][1], dil[i]) for i in range(x.rank))
     _check(all(s >= 1 for s in shape), f"output shape {shape} is empty")

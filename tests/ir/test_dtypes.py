@@ -94,6 +94,9 @@ def test_int4_arithmetic_is_refused():
         ops.infer_types("add", {}, [t, t])
     with pytest.raises(VerifyError, match="storage type"):
         ops.infer_types("reduce", {"kind": "sum", "axes": (0,)}, [t])
+    with pytest.raises(VerifyError, match="storage type"):
+        ops.infer_types("reduce_window", {"kind": "max", "window": (2,), "strides": (1,), "padding": ((0, 0),),
+                                          "dilations": (1,)}, [t])
     assert ops.infer_types("max", {}, [t, t])[0].dtype == dtypes.i4
 
 
