@@ -10,9 +10,10 @@ a lexical scope, so `x * sigmoid(x)` loads x once.
 
 Indices are C expressions (strings); `idx_t` is `int` unless a tensor in the
 kernel has 2**31 elements or more. Floating-point values are computed in
-`float` whatever their storage type (f16/bf16/float8 are converted at loads
-and stores; float8 with aotc_convert.cuh's functions), f64 in `double`.
-int4/uint4 are held one per byte and wrapped to 4 bits at converts and stores.
+`float` whatever their storage type (f16/bf16/float8/float4 are converted at
+loads and stores; float8 and float4 with aotc_convert.cuh's functions), f64 in
+`double`. int4/uint4/int2/uint2 are held one per byte and wrapped to their bits
+at converts and stores.
 """
 from __future__ import annotations
 
