@@ -258,8 +258,10 @@ def touched_bytes(v: Value, nodes) -> int:
 def acc_type(dt) -> str:
     """The C type a reduction of `dt` values accumulates in."""
     if dt.is_float:
-        return "float"
-    return "long long" if dt == dtypes.i64 else ("unsigned int" if dt == dtypes.u8 else "int")
+        return "double" if dt == dtypes.f64 else "float"
+    wide = {dtypes.i64: "long long", dtypes.u64: "unsigned long long", dtypes.u32: "unsigned int",
+            dtypes.u16: "unsigned int", dtypes.u8: "unsigned int"}
+    return wide.get(dt, "int")
 
 
 def reduce_identity(kind: str, dt) -> str:
@@ -272,6 +274,8 @@ def reduce_identity(kind: str, dt) -> str:
         return "(-AOTC_INF)" if kind == "max" else "AOTC_INF"
     lim = {dtypes.i64: ("(-9223372036854775807LL - 1)", "9223372036854775807LL"),
            dtypes.i32: ("(-2147483647 - 1)", "2147483647"),
+           dtypes.i16: ("-32768", "32767"), dtypes.u16: ("0u", "65535u"),
+           dtypes.u32: ("0u", "4294967295u"), dtypes.u64: ("0ull", "18446744073709551615ull"),
            dtypes.i8: ("-128", "127"), dtypes.u8: ("0u", "255u")}[dt]
     return lim[0] if kind == "max" else lim[1]
 
