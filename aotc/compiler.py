@@ -165,6 +165,7 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     from aotc.package.launch_plan import build_launches
     from aotc.package.memory_plan import check_graph_fits
     from aotc.package.sanitize import manifest_fields as sanitize_fields   # `aotc run --sanitize` rebuilds from these
+    from aotc.kernels.kernel_math import manifest_fields as kernel_math_fields    # `aotc inspect`'s math
     from aotc.package.shape_program import ShapeProgram
 
     say = progress or (lambda msg: None)
@@ -228,7 +229,7 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
                       "fast_compile": fast_compile, "split_k": split_k,
                       **({"shapes": symbolic_shapes(optimized)} if optimized.dims else {}),
                       **({"debug_outputs": [d.as_dict() for d in debug]} if debug is not None else {}),
-                      **sanitize_fields(source, built)})
+                      **sanitize_fields(source, built), **kernel_math_fields(built, cubin_archs)})
         done("package")
         return CompileResult(plan, imported, optimized, times, memory.lower_bound, regions, kernels, report)
 

@@ -206,44 +206,24 @@ def _parse_input_shapes(specs) -> dict[str, tuple[int, ...]]:
 
 
 def _random_inputs(specs, seed=0):
-    import numpy as np
-    rng = np.random.default_rng(seed)
-    out = {}
-    for spec in specs:
-        from aotc.ir import dtypes
-        dt = dtypes.from_name(spec.dtype)
-        if dt.is_float:
-            a = rng.standard_normal(spec.shape).astype(dt.np)
-        elif dt.name == "bool":
-            a = rng.random(spec.shape) < 0.5
-        else:
-            a = rng.integers(0, 8, spec.shape).astype(dt.np)
-        out[spec.name] = a
-    return out
+    from aotc.package.sample_inputs import random_inputs
+    return random_inputs(specs, seed)
 
 
 def _load_inputs(path, specs):
-    import numpy as np
-
-    from aotc.errors import InputError
-    try:
-        data = np.load(path, allow_pickle=False)
-    except Exception as e:  # noqa: BLE001
-        raise InputError(f"cannot read inputs from {path}: {e}") from None
-    names = [s.name for s in specs]
-    missing = [n for n in names if n not in data]
-    if missing:
-        raise InputError(f"{path} lacks input(s) {missing}; the engine's inputs are {names}")
-    return {n: data[n] for n in names}
+    from aotc.cli.npz_io import read_inputs
+    return read_inputs(path, specs)
 
 
 @main.command("run")
 @click.argument("engine", type=click.Path(exists=True, dir_okay=False))
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--inputs", "inputs_path", type=click.Path(exists=True, dir_okay=False), default=None,
-              help=".npz with one array per input name (random inputs when omitted).")
+              help=".npz with one array per input name (random inputs when omitted). bfloat16/float8/int4 "
+                   "arrays saved by numpy (raw |V2 or |V1 bytes) are read as the input's dtype.")
 @click.option("--outputs", "outputs_path", type=click.Path(dir_okay=False), default=None,
-              help="Write outputs to this .npz, keyed by output name.")
+              help="Write outputs to this .npz, keyed by output name. bfloat16/float8/int4 outputs are stored "
+                   "as raw bytes: np.load(path)[name].view(ml_dtypes.bfloat16) (or float8_e4m3fn, int4, ...).")
 @click.option("--seed", default=0, show_default=True, help="Seed for random inputs.")
 @click.option("--iterations", default=1, show_default=True, help="Run this many times; report the median time.")
 @click.option("--dim", "dims", multiple=True, metavar="NAME=INT",
@@ -283,7 +263,8 @@ def run_cmd(engine, device, inputs_path, outputs_path, seed, iterations, sanitiz
         stats = f"min {af.min():.6g} max {af.max():.6g} mean {af.mean():.6g}" if a.size else "empty"
         click.echo(f"  {name}: {a.dtype}{list(a.shape)}  {stats}")
     if outputs_path:
-        np.savez(outputs_path, **outputs)
+        from aotc.cli.npz_io import write_outputs
+        write_outputs(outputs_path, outputs)
         click.echo(f"  outputs written to {outputs_path}")
 
 

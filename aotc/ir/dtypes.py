@@ -9,8 +9,10 @@ Storage conventions every layer shares:
   C type is a byte and kernels convert with aotc's own functions
   (`aotc_f8_*` in aotc_prelude.cuh), never cuda_fp8.h, so host and GPU agree
   bit for bit. The fnuz types have one NaN (0x80) and no -0.
-- int4/uint4 are held one element per byte (as ml_dtypes does), sign- or
-  zero-extended; ONNX's two-per-byte packing is undone at import.
+- int4/uint4 (and int2/uint2, float4e2m1fn) are held one element per byte as
+  ml_dtypes holds them: the value's bits low, the rest zero (int4 -5 is 0x0b,
+  float4 -0.5 is 0x09); kernels sign-extend at loads. ONNX's packing (two or
+  four per byte) is undone at import.
 - Floats narrower than f32 compute in f32 (kernels and interpreter alike); f64
   computes in double.
 """
@@ -41,7 +43,12 @@ class DType:
 
     @property
     def is_float8(self) -> bool:
-        return self.is_float and self.itemsize == 1
+        return self.is_float and self.itemsize == 1 and not self.bits
+
+    @property
+    def is_narrow_int(self) -> bool:
+        """int4/uint4/int2/uint2: held one per byte, wrapped to their bits at converts and stores."""
+        return bool(self.bits) and not self.is_float
 
 
 f64 = DType("f64", np.dtype(np.float64), "double", 8, True, True)
@@ -60,13 +67,16 @@ u16 = DType("u16", np.dtype(np.uint16), "unsigned short", 2, False, False)
 i16 = DType("i16", np.dtype(np.int16), "short", 2, False, True)
 i8 = DType("i8", np.dtype(np.int8), "signed char", 1, False, True)
 u8 = DType("u8", np.dtype(np.uint8), "unsigned char", 1, False, False)
-i4 = DType("i4", np.dtype(ml_dtypes.int4), "signed char", 1, False, True, bits=4)
+i4 = DType("i4", np.dtype(ml_dtypes.int4), "unsigned char", 1, False, True, bits=4)
 u4 = DType("u4", np.dtype(ml_dtypes.uint4), "unsigned char", 1, False, False, bits=4)
+i2 = DType("i2", np.dtype(ml_dtypes.int2), "unsigned char", 1, False, True, bits=2)
+u2 = DType("u2", np.dtype(ml_dtypes.uint2), "unsigned char", 1, False, False, bits=2)
+f4e2m1fn = DType("f4e2m1fn", np.dtype(ml_dtypes.float4_e2m1fn), "unsigned char", 1, True, True, bits=4)
 boolean = DType("bool", np.dtype(np.bool_), "bool", 1, False, False)
 
 # the original eight keep their order (and engine codes); new types follow
 ALL = (f32, f16, bf16, i64, i32, i8, u8, boolean,
-       f64, i16, u16, u32, u64, f8e4m3fn, f8e5m2, f8e4m3fnuz, f8e5m2fnuz, i4, u4)
+       f64, i16, u16, u32, u64, f8e4m3fn, f8e5m2, f8e4m3fnuz, f8e5m2fnuz, i4, u4, i2, u2, f4e2m1fn)
 FLOAT8 = (f8e4m3fn, f8e5m2, f8e4m3fnuz, f8e5m2fnuz)
 BY_NAME = {d.name: d for d in ALL}
 _BY_NP = {d.np: d for d in ALL}
@@ -127,4 +137,5 @@ def to_float8(x: np.ndarray, d: DType, saturate: bool) -> np.ndarray:
         hi = float_limits(d)[0]
         with np.errstate(invalid="ignore"):
             x = np.clip(x, -hi, hi)      # NaN stays NaN; inf -> max
-    return x.astype(d.np)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return x.astype(d.np)

@@ -133,7 +133,7 @@ def _sign(x):
     return np.sign(x)
 
 
-# int4/uint4 are storage types: ops whose result could leave the 4-bit range refuse them
+# int4/uint4/int2/uint2/float4 are storage types: ops whose result could leave their range refuse them
 # (kernels compute in a byte and would not wrap); max/min/compare/select/convert take them
 _NARROW_OK = {"max", "min"}
 
@@ -142,7 +142,7 @@ def _narrow_guard(name, infer):
     def guarded(attrs, ts):
         out = infer(attrs, ts)
         _check(name in _NARROW_OK or not ts[0].dtype.bits,
-               f"{ts[0].dtype} is a storage type: convert to a wider integer before '{name}'")
+               f"{ts[0].dtype} is a storage type: convert to a wider type before '{name}'")
         return out
     return guarded
 
@@ -219,7 +219,7 @@ def _shift(fn, a, b):
     """Out-of-range shifts (negative, or the bit width or more) saturate as in ONNX and numpy:
     0, or -1 for a right shift of a negative value (C leaves them undefined; the kernels test)."""
     big = (b < 0) | (b >= 8 * a.dtype.itemsize)   # int4/uint4 never reach here (the op table refuses them)
-    full = np.where(a < 0, -1, 0) if fn is np.right_shift else np.zeros_like(a)
+    full = (np.where(a < 0, -1, 0) if fn is np.right_shift else np.zeros_like(a)).astype(a.dtype)   # u64: no float
     return np.where(big, full, fn(a, np.where(big, 0, b).astype(a.dtype))).astype(a.dtype)
 
 
@@ -328,8 +328,8 @@ def _convert_ref(attrs, x):
     if dtypes.is_float_np(x.dtype):
         with np.errstate(invalid="ignore"):
             return [np.trunc(x.astype(np.float64)).astype(dt.np)]
-    if dt.bits and x.dtype in (dtypes.i4.np, dtypes.u4.np):
-        x = x.astype(np.int8)   # 4-bit -> 4-bit goes through a plain integer
+    if dt.bits and dtypes.from_numpy(x.dtype).is_narrow_int:
+        x = x.astype(np.int8)   # 2/4-bit -> 2/4-bit goes through a plain integer
     return [x.astype(dt.np)]
 
 
@@ -345,8 +345,8 @@ def bitcast_problem(src: DType, dst: DType) -> str | None:
     """
     if src.is_float8 != dst.is_float8 and src != dst:
         return f"{src} -> {dst}: kernels hold float8 values in float, which does not keep NaN bit patterns"
-    if src.bits != dst.bits:
-        return f"{src} -> {dst}: int4/uint4 hold 4 bits in a byte"
+    if (src.bits or dst.bits) and src != dst:
+        return f"{src} -> {dst}: {src if src.bits else dst} holds {src.bits or dst.bits} bits in a byte"
     if src.itemsize != dst.itemsize:
         return f"element widths differ: {src} has {8 * src.itemsize} bits, {dst} has {8 * dst.itemsize}"
     if src != dst and src.is_float and dst.is_float:
@@ -540,7 +540,7 @@ def _reduce_infer(attrs, ts):
     _check(list(axes) == sorted(set(axes)) and all(0 <= a < t.rank for a in axes),
            f"axes {axes} must be sorted, unique and within rank {t.rank}")
     _check(t.dtype != dtypes.boolean, "cannot reduce bool")
-    _check(not t.dtype.bits, f"{t.dtype} is a storage type: convert to a wider integer before reducing")
+    _check(not t.dtype.bits, f"{t.dtype} is a storage type: convert to a wider type before reducing")
     return [TensorType(tuple(d for i, d in enumerate(t.shape) if i not in axes), t.dtype)]
 
 
@@ -783,6 +783,7 @@ def _window_infer(attrs, ts):
     win, st, pads, dil = (tuple(attrs["window"]), tuple(attrs["strides"]), attrs["padding"],
                           tuple(attrs["dilations"]))
     _check(attrs.get("kind") in WINDOW_KINDS, f"kind must be one of {WINDOW_KINDS}")
+    _check(not x.dtype.bits, f"{x.dtype} is a storage type: convert to a wider type before reduce_window")
     _check(len(win) == len(st) == len(pads) == len(dil) == x.rank, "window attributes need one entry per dim")
     shape = tuple(conv_out_dim(x.shape[i], win[i], st[i], pads[i][0], pads[i][1], dil[i]) for i in range(x.rank))
     _check(all(s >= 1 for s in shape), f"output shape {shape} is empty")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from aotc.errors import UnsupportedError
 from aotc.ir import dims as D
 from aotc.kernels.builder import MAX_GRID, Kernel, KernelBuilder, dot_epilogue, unravel
-from aotc.kernels.codegen_mma8 import finish_mma8
+from aotc.kernels.codegen_mma8 import Load, contiguous_k, finish_mma8, operand_value
 from aotc.kernels.template import instantiate
 
 DIRECT_BLOCK = 256
@@ -49,6 +49,9 @@ def _implicit_gemm(b: KernelBuilder) -> Kernel:
     out, a = anchor.outputs[0], anchor.attrs
     mshape, nshape, kshape = list(out.shape[:-1]), [out.shape[-1]], list(w.shape[1:])
     M, N, K = D.prod(mshape), nshape[0], D.prod(kshape)
+    # four taps at a time where the channels come in fours (one pixel, one tap, C contiguous)
+    vec_x = contiguous_k(b, x, [x.type.rank - 1], x.shape[-1])
+    vec_w = contiguous_k(b, w, list(range(1, w.type.rank)), K)
     ema = b.emitter(indent=4)
     pix = unravel(ema, "am", mshape, "Am")               # (n, *spatial)
     tap = unravel(ema, "ak", kshape, "Ak")               # (*kernel, c)
@@ -61,15 +64,19 @@ def _implicit_gemm(b: KernelBuilder) -> Kernel:
             conds.append(f"{q} >= 0 && {q} < {x.shape[1 + j]}")
     if conds:
         ema.open(f"if ({' && '.join(conds)})")
-    ema.emit(f"a = {ema.value(x, [pix[0]] + coords + [tap[-1]])};")
+    xv, raw_x = operand_value(b, ema, x, [pix[0]] + coords + [tap[-1]], vec_x)
+    ema.emit(f"a = {xv};")
     if conds:
         pad = a.get("pad_value", 0)
+        if pad and vec_x:           # the zero point's byte in each of the word's four taps
+            pad = f"{(pad & 0xFF) * 0x01010101}u"
         ema.close(f"}} else a = {pad};" if pad else "}")
     emb = b.emitter(indent=4)
     wtap = unravel(emb, "bk", kshape, "Bk")
-    emb.emit(f"bv = {emb.value(w, ['bn'] + wtap)};")
+    wv, raw_w = operand_value(b, emb, w, ["bn"] + wtap, vec_w)
+    emb.emit(f"bv = {wv};")
     epi = dot_epilogue(b, [], mshape, nshape, M, N, indent=5)
-    return finish_mma8(b, ema.text(), emb.text(), epi.text(), 1, M, N, K)
+    return finish_mma8(b, Load(ema.text(), raw_x, vec_x), Load(emb.text(), raw_w, vec_w), epi.text(), 1, M, N, K)
 
 
 def _direct(b: KernelBuilder) -> Kernel:

@@ -23,14 +23,33 @@ H200_TC_FLOPS = 790e12           # FLOP/s, bf16/f16 tensor cores
 
 
 def uses_tensor_cores(kernel_name: str) -> bool:
-    return kernel_name.startswith("aotc_dot_mma_")
+    return kernel_name.startswith(("aotc_dot_mma_", "aotc_dot_mma8_"))
+
+
+EIGHT_BIT_SPEEDUP = 2            # int8 / fp8 tensor-core peak over f16's (H100/H200: 1979 vs 989 TFLOP/s dense)
 
 
 def roofline_floor_s(launches, bandwidth=H200_BANDWIDTH, flops_rate=H200_FP32_FLOPS,
-                     tc_rate=H200_TC_FLOPS) -> float:
-    """Sum over launches of max(bytes / bandwidth, flops / peak of the unit the kernel uses)."""
-    return sum(max(l.bytes / bandwidth, l.flops / (tc_rate if uses_tensor_cores(l.kernel) else flops_rate))
-               for l in launches)
+                     tc_rate=H200_TC_FLOPS, math: dict | None = None) -> float:
+    """Sum over launches of max(bytes / bandwidth, flops / peak of the unit the kernel uses);
+    `math` (kernel -> math, the manifest's) puts int8/fp8 kernels at the 8-bit tensor-core peak."""
+    def rate(kernel):
+        if not uses_tensor_cores(kernel):
+            return flops_rate
+        return tc_rate * (EIGHT_BIT_SPEEDUP if (math or {}).get(kernel) in ("int8", "fp8") else 1)
+    return sum(max(l.bytes / bandwidth, l.flops / rate(l.kernel)) for l in launches)
+
+
+def kernel_math(manifest: dict, kernel: str) -> tuple[str | None, dict]:
+    """(math, arch -> what that cubin runs where it differs) as the compiler recorded them (aotc/kernels/
+    kernel_math.py); an engine from before the record: the kernel families whose name says it, else None."""
+    recorded = manifest.get("kernel_math")
+    if isinstance(recorded, dict):
+        by_arch = manifest.get("kernel_math_by_arch")
+        by_arch = by_arch.get(kernel) if isinstance(by_arch, dict) else None
+        return recorded.get(kernel), by_arch if isinstance(by_arch, dict) else {}
+    named = {"aotc_dot_tf32_": "tf32", "aotc_conv_int_": "int8"}
+    return next((m for prefix, m in named.items() if kernel.startswith(prefix)), None), {}
 
 
 def runnable_here(data: bytes) -> dict:
@@ -114,6 +133,10 @@ def describe_engine(data: bytes, bandwidth: float = H200_BANDWIDTH, fp32_flops: 
                 "resources": {a: per[l.kernel] for a, per in usage.items() if l.kernel in per}}
                for l in plan.launches]
     regs = registers_at_max(plan)[1] if plan.dims else None
+    for k in kernels:
+        k["math"], by_arch = kernel_math(manifest.get("extra") or {}, k["name"])
+        if by_arch:
+            k["math_by_arch"] = by_arch
     for k, l in zip(kernels, plan.launches):
         if plan.dims:
             k["variant"] = l.variant
@@ -143,7 +166,8 @@ def describe_engine(data: bytes, bandwidth: float = H200_BANDWIDTH, fp32_flops: 
         "engine_bytes": len(data),
         "total_bytes": total_bytes,
         "total_flops": total_flops,
-        "roofline_floor_us_h200": roofline_floor_s(counted, bandwidth, fp32_flops, tc_flops) * 1e6,
+        "roofline_floor_us_h200": roofline_floor_s(counted, bandwidth, fp32_flops, tc_flops,
+                                                   {k["name"]: k["math"] for k in kernels}) * 1e6,
         "roofline_assumptions": {"bandwidth_bytes_per_s": bandwidth, "fp32_flops": fp32_flops,
                                  "tensor_core_flops": tc_flops},
         "runnable": runnable_here(data),
@@ -176,8 +200,14 @@ def format_description(info: dict, path: str = "") -> str:
         top = k.get("grid_at_max") or k["grid"]     # a register's value at the max shape: r4=512
         grid = "(" + ", ".join(f"{g}={t}" if isinstance(g, str) else str(g) for g, t in zip(k["grid"], top)) + ")"
         variant = f"  [{k['variant'] or 'all sizes'}]" if dynamic else ""
-        lines.append(f"  {i:3d} {k['name']:<28} grid {grid} block {tuple(k['block'])}"
+        lines.append(f"  {i:3d} {k['name']:<28} {k.get('math') or '?':<4} grid {grid} block {tuple(k['block'])}"
                      f"{_fmt_resources(k)} {k['bytes']:>10} B {k['flops']:>12} FLOP  {k['region']}{variant}")
+    told = set()
+    for k in info["kernels"]:               # an arch whose cubin runs other math than the others (fp8 on sm_80)
+        if k.get("math_by_arch") and k["name"] not in told:
+            told.add(k["name"])
+            lines.append(f"  {k['name']} math {k['math']}, except on "
+                         + "; ".join(f"{a}: {m}" for a, m in sorted(k["math_by_arch"].items())))
     lb = info.get("arena_lower_bound")
     lines.append(f"memory: arena {info['arena_bytes']} B" + (" at max" if dynamic else "")
                  + (f" (lower bound {lb} B)" if lb is not None else "") + f", weights {info['weights_bytes']} B")

@@ -181,12 +181,19 @@ def _check_input(status) -> None:
     raise exc
 
 
+_ML_DTYPES = {"bf16": "bfloat16", "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
+              "f8e4m3fnuz": "float8_e4m3fnuz", "f8e5m2fnuz": "float8_e5m2fnuz", "i4": "int4", "u4": "uint4",
+              "i2": "int2", "u2": "uint2", "f4e2m1fn": "float4_e2m1fn"}
+
+
 def _np_dtype(name: str) -> np.dtype:
-    if name == "bf16":
+    """The numpy dtype of an engine dtype; bf16, float8, float4 and 4/2-bit ints from ml_dtypes (one per byte)."""
+    if name in _ML_DTYPES:
         import ml_dtypes
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(getattr(ml_dtypes, _ML_DTYPES[name]))
     return np.dtype({"f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32,
-                     "i8": np.int8, "u8": np.uint8, "bool": np.bool_}[name])
+                     "i8": np.int8, "u8": np.uint8, "bool": np.bool_, "f64": np.float64, "i16": np.int16,
+                     "u16": np.uint16, "u32": np.uint32, "u64": np.uint64}[name])
 
 
 def _device_code(device: str) -> int:

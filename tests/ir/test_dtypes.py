@@ -7,7 +7,8 @@ from aotc.errors import VerifyError
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import TensorType
 
-NEW = ("f64", "i16", "u16", "u32", "u64", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "i4", "u4")
+NEW = ("f64", "i16", "u16", "u32", "u64", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "i4", "u4",
+       "i2", "u2", "f4e2m1fn")
 
 
 def test_table_is_consistent():
@@ -19,7 +20,8 @@ def test_table_is_consistent():
     for name in NEW:
         assert name in dtypes.BY_NAME
     assert dtypes.i4.value_bits == 4 and dtypes.u64.value_bits == 64
-    assert all(d.is_float8 for d in dtypes.FLOAT8) and not dtypes.i8.is_float8
+    assert all(d.is_float8 for d in dtypes.FLOAT8) and not dtypes.i8.is_float8 and not dtypes.f4e2m1fn.is_float8
+    assert dtypes.i2.is_narrow_int and not dtypes.f4e2m1fn.is_narrow_int and dtypes.int_range(dtypes.i2) == (-2, 1)
 
 
 def test_numpy_helpers():
@@ -92,6 +94,9 @@ def test_int4_arithmetic_is_refused():
         ops.infer_types("add", {}, [t, t])
     with pytest.raises(VerifyError, match="storage type"):
         ops.infer_types("reduce", {"kind": "sum", "axes": (0,)}, [t])
+    with pytest.raises(VerifyError, match="storage type"):
+        ops.infer_types("reduce_window", {"kind": "max", "window": (2,), "strides": (1,), "padding": ((0, 0),),
+                                          "dilations": (1,)}, [t])
     assert ops.infer_types("max", {}, [t, t])[0].dtype == dtypes.i4
 
 

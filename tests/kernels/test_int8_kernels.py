@@ -99,7 +99,9 @@ def test_int8_gemm_region(m, n, k, batch, lt, rt, out):
     if out is not None:
         assert_spread(interpret(graph, ins)[0])
     assert kernels[0].name.startswith("aotc_dot_mma8_")
-    assert f"aotc_mma_m16n8k32_{lt[0]}8{rt[0]}8".replace("i8", "s8") in kernels[0].source
+    assert f"aotc_mma8_tile_{lt[0]}8{rt[0]}8".replace("i8", "s8") in kernels[0].source
+    # K-contiguous region inputs are staged four bytes a load when K % 4 == 0 (mma8_stage4.part)
+    assert kernels[0].source.count("*reinterpret_cast<const unsigned *>(&p") == (2 if k % 4 == 0 else 0)
     _module_compiles(kernels)
 
 
@@ -147,6 +149,9 @@ def test_int8_conv_region(xshape, wshape, strides, pads, dil, groups, xt, zp):
     (k,) = check(graph, ins, seed, kinds=["conv"])
     assert_spread(interpret(graph, ins)[0])
     assert k.name.startswith("aotc_dot_mma8_" if groups == 1 else "aotc_conv_int_")
+    if groups == 1:             # x four channels a load when C % 4 == 0, w when its K (taps x C) is
+        vectors = k.source.count("*reinterpret_cast<const unsigned *>(&p")
+        assert vectors == int(xshape[-1] % 4 == 0) + int(np.prod(wshape[1:]) % 4 == 0)
     if groups == 1:
         _module_compiles([k])
     if zp and any(p != (0, 0) for p in pads):        # the zero point in the padding changes the answer
@@ -167,3 +172,75 @@ def test_int8_conv_accumulator_is_exact_nchw():
     (k,) = check(graph, [_ints(rng, "u8", (1, 300, 5, 4)), _ints(rng, "i8", (3, 300, 3, 3))], seed, kinds=["conv"])
     assert k.name.startswith("aotc_conv_int_")
     assert compile_device(codegen.module_source([k]), "sm_80")[:4] == b"\x7fELF"
+
+
+def _requant_to(b, rng, acc, out, spread):
+    return requantize_epilogue(b, rng, acc, acc.type.rank - 1, out, spread)
+
+
+def test_int8_mobilenet_block_keeps_each_conv_exact():
+    """expand 1x1 -> depthwise 3x3 -> project 1x1, all int8: the float fusions (depthwise staging with the
+    expansion, depthwise+pointwise in one kernel, chains) must leave 8-bit convs to the integer kernels."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (1, 9, 9, 8), "u8")
+    conv = dict(dilations=(1, 1), layout="NHWC", out_dtype="i32")
+    e = b.add("convolution", x, b.constant(_ints(rng, "i8", (48, 1, 1, 8)), "we"), strides=(1, 1),
+              padding=((0, 0), (0, 0)), groups=1, **conv)
+    e = _requant_to(b, rng, e, "u8", 4000.0)
+    d = b.add("convolution", e, b.constant(_ints(rng, "i8", (48, 3, 3, 1)), "wd"), strides=(2, 2),
+              padding=((1, 1), (1, 1)), groups=48, pad_value=121, **conv)
+    d = _requant_to(b, rng, d, "u8", 3000.0)
+    p = b.add("convolution", d, b.constant(_ints(rng, "i8", (16, 1, 1, 48)), "wp"), strides=(1, 1),
+              padding=((0, 0), (0, 0)), groups=1, **conv)
+    graph = b.build([_requant_to(b, rng, p, None, 20000.0)])
+    kernels = check(graph, [_ints(rng, "u8", (1, 9, 9, 8))], seed, rtol=1e-6, atol=1e-6,
+                    kinds=["conv", "conv", "conv"])
+    assert sorted(k.name.rsplit("_", 1)[0] for k in kernels) == ["aotc_conv_int", "aotc_dot_mma8", "aotc_dot_mma8"]
+
+
+def test_int8_attention_dots_are_not_the_float_attention_kernel():
+    """QK^T and PV with 8-bit operands (ModelOpt quantizes both): two int8 GEMMs, not flash attention."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    shape = (2, 20, 32)
+    q, k, v = (b.input(n, shape, "i8") for n in "qkv")
+    dims = dict(lhs_batch=(0,), rhs_batch=(0,), out_dtype="i32")
+    s = b.add("dot_general", q, k, lhs_contract=(2,), rhs_contract=(2,), **dims)          # (2, 20, 20)
+    s = b.add("mul", b.add("convert", s, dtype="f32"), _scalar(b, 1e-4, s.shape))
+    m = b.add("reduce", s, axes=(2,), kind="max")
+    e = b.add("exp", b.add("sub", s, _bcast(b, m, s.shape, (0, 1))))
+    z = b.add("reduce", e, axes=(2,), kind="sum")
+    p = b.add("div", e, _bcast(b, z, s.shape, (0, 1)))
+    pq = b.add("convert", b.add("round_even", b.add("mul", p, _scalar(b, 255.0, s.shape))), dtype="u8")
+    o = b.add("dot_general", pq, v, lhs_contract=(2,), rhs_contract=(1,), **dims)         # (2, 20, 32)
+    graph = b.build([b.add("convert", o, dtype="f32")])
+    ins = [_ints(rng, "i8", shape) for _ in range(3)]
+    got_kernels = check(graph, ins, seed, rtol=0, atol=2 * 128 * 1.0001)   # a u8 probability may round 1 apart
+    kinds = sorted(kk.region.kind for kk in got_kernels)
+    assert "attention" not in kinds and kinds.count("dot") == 2
+
+
+def test_int8_gemm_over_a_dynamic_batch_and_sequence():
+    """(batch*seq) x K activations against int8 weights, sizes as kernel arguments: one build, several shapes."""
+    from aotc.ir import dims as D
+    from aotc.ir.dims import DimRange, dim_ranges, sym
+    from tests.helpers.host_run import run_on_host
+    rng, seed = fresh_rng()
+    bsym, ssym = sym("batch"), sym("seq")
+    ranges = {"batch": DimRange(1, 4), "seq": DimRange(1, 200)}
+    ws = _ints(rng, "i8", (70, 40))
+    with dim_ranges(ranges):
+        b = GraphBuilder()
+        x = b.input("x", (bsym, ssym, 40), "i8")
+        acc = b.add("dot_general", x, b.constant(ws, "w"), lhs_batch=(), rhs_batch=(), lhs_contract=(2,),
+                    rhs_contract=(1,), out_dtype="i32")
+        graph = b.build([requantize_epilogue(b, rng, acc, 2, "i8", 30000.0)])
+        graph.dims = ranges
+        sizes = [(1, 1), (3, 77), (4, 200)]
+        sets = [[_ints(rng, "i8", (n, s, 40))] for n, s in sizes]
+        results, kernels, _ = run_on_host(graph, None, shapes=sets)
+    assert any(k.name.startswith("aotc_dot_mma8_") and k.dims for k in kernels)
+    for ins, got, size in zip(sets, results, sizes):
+        np.testing.assert_array_equal(got[0], interpret(graph, ins)[0], err_msg=f"at {size}, seed {seed}")
+    assert D.symbols(graph.outputs[0].shape) == {"batch", "seq"}

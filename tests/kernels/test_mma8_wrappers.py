@@ -42,6 +42,18 @@ SOURCE = ('#include "aotc_prelude.cuh"\n#include "aotc_mma8.cuh"\n'
           + _kernel("mma_e4m3", "aotc_mma_m16n8k32_e4m3", "float")
           + _kernel("mma_e4m3_on_f16", "aotc_mma_m16n8k32_e4m3_on_f16", "float")
           + """
+// dot_mma8.cu's warp tile: 2 A fragments x 4 B fragments, accumulated onto acc (per lane [2][4][4])
+extern "C" __global__ void tile_e4m3(const unsigned *a, const unsigned *b, float *acc, int on_f16) {
+  const int lane = threadIdx.x;
+  unsigned af[2][4], bf[4][2];
+  float c[2][4][4];
+  for (int i = 0; i < 8; ++i) af[i / 4][i % 4] = a[8 * lane + i];
+  for (int i = 0; i < 8; ++i) bf[i / 2][i % 2] = b[8 * lane + i];
+  for (int i = 0; i < 32; ++i) c[i / 16][(i / 4) % 4][i % 4] = acc[32 * lane + i];
+  if (on_f16) aotc_mma8_tile_e4m3_on_f16(c, af, bf);
+  else aotc_mma8_tile_e4m3(c, af, bf);
+  for (int i = 0; i < 32; ++i) acc[32 * lane + i] = c[i / 16][(i / 4) % 4][i % 4];
+}
 extern "C" __global__ void e4m3_decode(const unsigned char *x, float *y, unsigned short *h) {
   y[threadIdx.x] = aotc_e4m3_to_float(x[threadIdx.x]);
   h[threadIdx.x] = (unsigned short)aotc_e4m3_to_f16_bits(x[threadIdx.x]);
@@ -50,7 +62,8 @@ extern "C" __global__ void e4m3_encode(const float *x, unsigned char *y, int n) 
   for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = aotc_float_to_e4m3(x[i]);
 }
 """)
-KERNELS = [f"mma_{k}" for k in _INT_KINDS] + ["mma_e4m3", "mma_e4m3_on_f16", "e4m3_decode", "e4m3_encode"]
+KERNELS = [f"mma_{k}" for k in _INT_KINDS] + ["mma_e4m3", "mma_e4m3_on_f16", "tile_e4m3", "e4m3_decode",
+                                               "e4m3_encode"]
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +142,23 @@ def test_e4m3_mma_products_are_exact_sums_f32(lib, kind):
     got = run_mma(lib, kind, A, B, C)
     # every product is exact in f32 (4-bit significands); only the f32 sums round
     np.testing.assert_allclose(got, pack_c(exact), rtol=1e-6, atol=1e-4 * np.abs(exact).max(), err_msg=f"seed {seed}")
+
+
+@pytest.mark.parametrize("on_f16", [0, 1])
+def test_e4m3_warp_tile(lib, on_f16):
+    """dot_mma8.cu's 32x32 warp tile: as sm_90 runs it, and as sm_80 does (fragments widened to f16 once)."""
+    rng, seed = fresh_rng()
+    A, B = _e4m3(rng, (32, 32)), _e4m3(rng, (32, 32))
+    C = rng.standard_normal((32, 32)).astype(np.float32)
+    a = np.stack([pack_a(A[16 * i:16 * i + 16].view(np.uint8)) for i in range(2)], 1).reshape(32, 8)
+    b = np.stack([pack_b(B[:, 8 * j:8 * j + 8].view(np.uint8)) for j in range(4)], 1).reshape(32, 8)
+    acc = np.stack([pack_c(C[16 * i:16 * i + 16, 8 * j:8 * j + 8]) for i in range(2) for j in range(4)], 1)
+    acc = np.ascontiguousarray(acc.reshape(32, 32))
+    lib.launch("tile_e4m3", 1, 32, [a, b, acc, np.int32(on_f16)])
+    exact = A.astype(np.float64) @ B.astype(np.float64) + C
+    want = np.stack([pack_c(exact[16 * i:16 * i + 16, 8 * j:8 * j + 8]) for i in range(2) for j in range(4)], 1)
+    np.testing.assert_allclose(acc, want.reshape(32, 32), rtol=1e-6, atol=1e-4 * np.abs(exact).max(),
+                               err_msg=f"seed {seed}")
 
 
 def test_e4m3_decode_all_patterns(lib):

@@ -18,8 +18,15 @@
 // partner; f16 x f16 products are exact in f32 as e4m3 x e4m3 ones are. On the host the 32
 // lanes publish their fragments in a per-warp scratch, synchronize, and each lane computes its
 // four outputs: integers in unsigned (wrapping) arithmetic, fp8 as exact products summed in f32.
+// aotc_mma8_tile_<kind>(acc, af, bf) is dot_mma8.cu's 32x32 warp tile (2 x 4 of these); the sm_80
+// fp8 tile widens its fragments once per tile. The fragment layouts were checked against the PTX
+// ISA's m16n8k32 figures; tests/kernels/test_mma8_wrappers.py packs fragments from them.
 #pragma once
 #include "aotc_mma.cuh"
+
+// The XOR swizzle of dot_mma8.cu's shared tiles (32-byte rows): word w of row r lives at
+// w ^ AOTC_SW8(r), the other half of the row's eight words for rows 4..7 of every 8.
+#define AOTC_SW8(row) ((((row) >> 2) & 1) << 2)
 
 // The value of an e4m3 (OCP "e4m3fn": bias 7, no infinities, S.1111.111 = NaN) bit pattern.
 __device__ __forceinline__ float aotc_e4m3_to_float(unsigned bits) {
@@ -67,17 +74,22 @@ __device__ __forceinline__ unsigned aotc_e4m3x2_to_f16x2_(unsigned w, int h) {
   return aotc_e4m3_to_f16_bits((w >> (16 * h)) & 0xffu) | (aotc_e4m3_to_f16_bits((w >> (16 * h + 8)) & 0xffu) << 16);
 }
 
+// Half `s` of the k range (k 0..15 from a[0], a[1], b[0]; k 16..31 from a[2], a[3], b[1]) as one f16 mma.
+__device__ __forceinline__ void aotc_e4m3_half_on_f16_(float d[4], const unsigned a[4], const unsigned b[2],
+                                                       const float c[4], int s) {
+  const unsigned ah[4] = {aotc_e4m3x2_to_f16x2_(a[2 * s], 0), aotc_e4m3x2_to_f16x2_(a[2 * s + 1], 0),
+                          aotc_e4m3x2_to_f16x2_(a[2 * s], 1), aotc_e4m3x2_to_f16x2_(a[2 * s + 1], 1)};
+  const unsigned bh[2] = {aotc_e4m3x2_to_f16x2_(b[s], 0), aotc_e4m3x2_to_f16x2_(b[s], 1)};
+  aotc_mma_m16n8k16_f16(d, ah, bh, c);
+}
+
 // The e4m3 mma on f16 tensor cores (the sm_80 cubin's path; also built on the host, where the tests
-// check it): k 0..15 from a[0], a[1], b[0], k 16..31 from a[2], a[3], b[1] (see the header comment).
+// check it): two m16n8k16 f16 mma, the second accumulating onto the first.
 __device__ __forceinline__ void aotc_mma_m16n8k32_e4m3_on_f16(float d[4], const unsigned a[4], const unsigned b[2],
                                                               const float c[4]) {
   float mid[4];
-  for (int s = 0; s < 2; ++s) {
-    const unsigned ah[4] = {aotc_e4m3x2_to_f16x2_(a[2 * s], 0), aotc_e4m3x2_to_f16x2_(a[2 * s + 1], 0),
-                            aotc_e4m3x2_to_f16x2_(a[2 * s], 1), aotc_e4m3x2_to_f16x2_(a[2 * s + 1], 1)};
-    const unsigned bh[2] = {aotc_e4m3x2_to_f16x2_(b[s], 0), aotc_e4m3x2_to_f16x2_(b[s], 1)};
-    aotc_mma_m16n8k16_f16(s ? d : mid, ah, bh, s ? mid : c);
-  }
+  aotc_e4m3_half_on_f16_(mid, a, b, c, 0);
+  aotc_e4m3_half_on_f16_(d, a, b, mid, 1);
 }
 
 #if defined(AOTC_HOST_EMU)
@@ -175,3 +187,61 @@ __device__ __forceinline__ void aotc_mma_m16n8k32_e4m3(float d[4], const unsigne
 }
 
 #endif
+
+// A warp's 32x32 tile of dot_mma8.cu: acc[i][j] += A fragment i (rows 16i..16i+15) x B fragment j
+// (columns 8j..8j+7), 2 x 4 mma.m16n8k32. On sm_80 the fp8 tile widens each fragment to f16 once
+// (6 conversions, not 16) and runs its 16 f16 mma (k 0..15, then 16..31, as the per-mma path does).
+#define AOTC_MMA8_TILE_INT(AT, BT)                                                                   \
+  __device__ __forceinline__ void aotc_mma8_tile_##AT##BT(int acc[2][4][4], const unsigned af[2][4],  \
+                                                           const unsigned bf[4][2]) {                 \
+    _Pragma("unroll") for (int i = 0; i < 2; ++i)                                                   \
+      _Pragma("unroll") for (int j = 0; j < 4; ++j)                                                 \
+        aotc_mma_m16n8k32_##AT##BT(acc[i][j], af[i], bf[j], acc[i][j]);                             \
+  }
+AOTC_MMA8_TILE_INT(s8, s8)
+AOTC_MMA8_TILE_INT(s8, u8)
+AOTC_MMA8_TILE_INT(u8, s8)
+AOTC_MMA8_TILE_INT(u8, u8)
+#undef AOTC_MMA8_TILE_INT
+
+// The fp8 tile on f16 tensor cores (the sm_80 cubin's; built on the host too, where the tests check it).
+__device__ __forceinline__ void aotc_mma8_tile_e4m3_on_f16(float acc[2][4][4], const unsigned af[2][4],
+                                                           const unsigned bf[4][2]) {
+  unsigned ah[2][2][4], bh[4][2][2];              // [fragment][k half][f16x2 registers]
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      ah[i][s][0] = aotc_e4m3x2_to_f16x2_(af[i][2 * s], 0);
+      ah[i][s][1] = aotc_e4m3x2_to_f16x2_(af[i][2 * s + 1], 0);
+      ah[i][s][2] = aotc_e4m3x2_to_f16x2_(af[i][2 * s], 1);
+      ah[i][s][3] = aotc_e4m3x2_to_f16x2_(af[i][2 * s + 1], 1);
+    }
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      bh[j][s][0] = aotc_e4m3x2_to_f16x2_(bf[j][s], 0);
+      bh[j][s][1] = aotc_e4m3x2_to_f16x2_(bf[j][s], 1);
+    }
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float mid[4];
+      aotc_mma_m16n8k16_f16(mid, ah[i][0], bh[j][0], acc[i][j]);
+      aotc_mma_m16n8k16_f16(acc[i][j], ah[i][1], bh[j][1], mid);
+    }
+}
+
+__device__ __forceinline__ void aotc_mma8_tile_e4m3(float acc[2][4][4], const unsigned af[2][4],
+                                                    const unsigned bf[4][2]) {
+#if defined(AOTC_HOST_EMU) || __CUDA_ARCH__ >= 890
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) aotc_mma_m16n8k32_e4m3(acc[i][j], af[i], bf[j], acc[i][j]);
+#else
+  aotc_mma8_tile_e4m3_on_f16(acc, af, bf);
+#endif
+}

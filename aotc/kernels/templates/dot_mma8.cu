@@ -3,12 +3,14 @@
 // (int8: exact, wrapping mod 2**32; fp8: exact products summed in f32). 128 threads = 4 warps in a
 // 2x2 grid; block tile 64x64, warp tile 32x32 = 2 x 4 mma.m16n8k32 tiles (aotc_mma8.cuh). Each
 // 32-deep K slice of A (64x32) and B (stored n-major, 64x32) is staged in shared memory as bytes
-// by the region's prologue loads, ${to_a}/${to_b} giving each value's byte, zero past M, N and K;
-// a fragment register is four consecutive k bytes read as one word (rows padded to 48 bytes:
-// the 32 lanes' reads hit 32 different banks).
+// by the region's prologue loads (mma8_stage.part; mma8_stage4.part four bytes at a time where the
+// operand is stored K-contiguous), zero past M, N and K; a fragment register is four consecutive
+// k bytes read as one word. Rows are 32 bytes, word w of row r stored at w ^ AOTC_SW8(r) (aotc_mma8.cuh: the upper
+// half of the row's words for rows 4..7 of every 8): a warp's fragment reads (8 rows x 4 words)
+// and its staging stores (4 rows x 8 words) both hit 32 different banks.
 extern "C" __global__ void __launch_bounds__(128) ${name}(${params}) {
-  __shared__ __align__(16) unsigned char As[64][32 + 16];
-  __shared__ __align__(16) unsigned char Bs[64][32 + 16];
+  __shared__ __align__(16) unsigned char As[64][32];
+  __shared__ __align__(16) unsigned char Bs[64][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
@@ -16,45 +18,38 @@ extern "C" __global__ void __launch_bounds__(128) ${name}(${params}) {
   const ${idx_t} m0 = (${idx_t})blockIdx.y * 64, n0 = (${idx_t})blockIdx.x * 64;
 ${row_stats}
   ${acc_t} acc[2][4][4];
+#pragma unroll
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 4; ++j)
       for (int r = 0; r < 4; ++r) acc[i][j][r] = 0;
   for (${idx_t} k0 = 0; k0 < ${k}; k0 += 32) {
-    for (int l = 0; l < 16; ++l) {
-      const int e = threadIdx.x + 128 * l;        // 0..2047: (row, kk) = (e / 32, e % 32)
-      const ${idx_t} am = m0 + (e >> 5), ak = k0 + (e & 31);
-      ${val_t} a = 0;
-      if (am < ${m} && ak < ${k}) {
-${load_a}
-      }
-      As[e >> 5][e & 31] = ${to_a}(a);
-      const ${idx_t} bn = n0 + (e >> 5), bk = k0 + (e & 31);
-      ${val_t} bv = 0;
-      if (bk < ${k} && bn < ${n}) {
-${load_b}
-      }
-      Bs[e >> 5][e & 31] = ${to_b}(bv);
-    }
+${stage_a}
+${stage_b}
     __syncthreads();
     unsigned af[2][4], bf[4][2];
+#pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int r = wm + 16 * i + g;
-      af[i][0] = *reinterpret_cast<const unsigned *>(&As[r][4 * t]);
-      af[i][1] = *reinterpret_cast<const unsigned *>(&As[r + 8][4 * t]);
-      af[i][2] = *reinterpret_cast<const unsigned *>(&As[r][4 * t + 16]);
-      af[i][3] = *reinterpret_cast<const unsigned *>(&As[r + 8][4 * t + 16]);
+      const int sw = AOTC_SW8(r);                // rows r and r + 8 share it
+      af[i][0] = *reinterpret_cast<const unsigned *>(&As[r][4 * (t ^ sw)]);
+      af[i][1] = *reinterpret_cast<const unsigned *>(&As[r + 8][4 * (t ^ sw)]);
+      af[i][2] = *reinterpret_cast<const unsigned *>(&As[r][4 * ((t + 4) ^ sw)]);
+      af[i][3] = *reinterpret_cast<const unsigned *>(&As[r + 8][4 * ((t + 4) ^ sw)]);
     }
+#pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int c = wn + 8 * j + g;
-      bf[j][0] = *reinterpret_cast<const unsigned *>(&Bs[c][4 * t]);
-      bf[j][1] = *reinterpret_cast<const unsigned *>(&Bs[c][4 * t + 16]);
+      bf[j][0] = *reinterpret_cast<const unsigned *>(&Bs[c][4 * (t ^ AOTC_SW8(c))]);
+      bf[j][1] = *reinterpret_cast<const unsigned *>(&Bs[c][4 * ((t + 4) ^ AOTC_SW8(c))]);
     }
-    for (int i = 0; i < 2; ++i)
-      for (int j = 0; j < 4; ++j) aotc_mma_m16n8k32_${elt}(acc[i][j], af[i], bf[j], acc[i][j]);
+    aotc_mma8_tile_${elt}(acc, af, bf);
     __syncthreads();
   }
+#pragma unroll
   for (int i = 0; i < 2; ++i) {
+#pragma unroll
     for (int j = 0; j < 4; ++j) {
+#pragma unroll
       for (int r = 0; r < 4; ++r) {
         const ${idx_t} m = m0 + wm + 16 * i + g + (r >= 2 ? 8 : 0);
         const ${idx_t} n = n0 + wn + 8 * j + 2 * t + (r & 1);
