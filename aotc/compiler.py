@@ -17,6 +17,7 @@ from aotc.errors import AotcError
 from aotc.ir.dims import dim_ranges, upper
 from aotc.ir.graph import Graph
 from aotc.package import plan as P
+from aotc.package.host_on_demand import host_library_status
 
 DEFAULT_ARCHS = ("sm_80", "sm_90")
 DEFAULT_PTX = "compute_90"
@@ -47,6 +48,7 @@ class CompileResult:
             "archs": sorted(p.cubins),
             "ptx": p.ptx_arch or None,
             "host_build": bool(p.host_lib),
+            "host_library": host_library_status(p),      # embedded, or built on the first cpu run
             "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
             "pass_seconds": _pass_seconds(self.pass_report),
         }
