@@ -3,7 +3,10 @@
 `compile_model` is what `aotc compile` and `aotc.compile` call. Each stage is
 timed; the summary is what the CLI prints. Building an engine never needs a
 GPU: device code is compiled by NVRTC for named architectures, and the host
-build of the same source comes along for the `cpu` device.
+build of the same source for the `cpu` device is embedded (`host=True`, this
+API's default) or left to the engine's first cpu run (`host=False`, the CLI's
+default; aotc/package/host_on_demand.py), where the manifest's kernel source
+builds it. The summary's "host_library" says which.
 """
 from __future__ import annotations
 
