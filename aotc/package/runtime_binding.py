@@ -284,8 +284,12 @@ class Engine:
                 else:
                     data = self._origin
                     if not isinstance(data, bytes):
-                        with open(data, "rb") as f:
-                            data = f.read()
+                        try:
+                            with open(data, "rb") as f:
+                                data = f.read()
+                        except OSError as e:
+                            raise RuntimeFailure(f"cannot read engine file {data} to build its host library: "
+                                                 f"{e.strerror}") from None
                     out = ctypes.c_void_p()
                     image = with_host_build(data)
                     _check(self._lib.aotc_engine_load_from_memory(image, len(image), None, ctypes.byref(out)), True)

@@ -117,3 +117,13 @@ def test_a_copy_for_the_c_runtime_alone_gets_the_library(engines, tmp_path):
     assert read_engine((tmp_path / "a.engine").read_bytes()).host_lib == read_engine(embedded.read_bytes()).host_lib
     H.copy_with_host_build(embedded, tmp_path / "b.engine")
     assert (tmp_path / "b.engine").read_bytes() == embedded.read_bytes()
+
+
+def test_an_engine_file_gone_before_its_first_cpu_run_is_one_error(engines, tmp_path):
+    lazy, _, _ = engines
+    moved = tmp_path / "moved.engine"
+    moved.write_bytes(lazy.read_bytes())
+    engine = rb.Engine(moved)
+    moved.unlink()
+    with pytest.raises(RuntimeFailure, match="cannot read engine file .* to build its host library"):
+        engine.create_context("cpu")
