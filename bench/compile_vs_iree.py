@@ -22,7 +22,9 @@ runs every compiler once, and --repeat rounds give each one's median:
   holding PTX), each stage's time shown and their sum compared.
 
 Wall-clock seconds of the whole process, Python start-up included on both
-sides, and the CPU seconds (user + system, children included) beside them:
+sides (aotc's modules byte-compiled first, as `pip install` leaves them and as
+IREE's importer has them: an editable checkout under PYTHONDONTWRITEBYTECODE
+would otherwise recompile its ~130 modules in every process), and the CPU seconds (user + system, children included) beside them:
 on a machine others share, CPU time moves less with the load than wall time.
 The IREE venv comes from --iree PATH or $IREE_VENV.
 """
@@ -142,6 +144,17 @@ HEADER = (f"{'model':<13} {'aotc s':>7} {'aotc +host':>10} {'aotc sm_80':>10} {'
           f"{'iree compile':>13} {'iree s':>7} {'iree / aotc':>11} {'iree / +host':>11} {'aotc cpu':>9} {'iree cpu':>9}")
 
 
+def byte_compile_aotc() -> None:
+    """Write aotc's .pyc files, as an installed wheel has them (compileall writes them whatever
+    PYTHONDONTWRITEBYTECODE says; the processes timed then only read them)."""
+    import compileall
+
+    import aotc
+    import aotc.cli
+    for folder in {Path(p) for pkg in (aotc, aotc.cli) for p in pkg.__path__}:
+        compileall.compile_dir(str(folder), quiet=1)
+
+
 def main(names=None, venv=None, repeat: int = 3) -> None:
     from aotc.bench.models.real import REAL_MODELS
     if not venv:
@@ -153,6 +166,7 @@ def main(names=None, venv=None, repeat: int = 3) -> None:
         raise IreeMissing(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(REAL_MODELS)}")
     version = subprocess.run([str(tools["iree-compile"]), "--version"], capture_output=True, text=True)
     said = [l.strip() for l in (version.stdout + version.stderr).splitlines() if "version" in l.lower()]
+    byte_compile_aotc()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"IREE: {said[0] if said else '?'}; cpus: {os.cpu_count()}, load average {load}; "
           f"wall seconds, one process each, cold caches, median of {repeat} rounds")

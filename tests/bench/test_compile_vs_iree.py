@@ -89,3 +89,11 @@ def test_a_failing_iree_compile_is_reported_not_timed(tmp_path):
     row = cvi.format_row("mlp", {"aotc": 1.0, "aotc +host": 2.0, "aotc sm_80": 0.5, "aotc cpu": 1.0, **r,
                                  "errors": errors})
     assert "iree failed: error: no CUDA backend" in row
+
+
+def test_aotc_is_byte_compiled_as_an_install_leaves_it(monkeypatch):
+    import compileall
+    seen = []
+    monkeypatch.setattr(compileall, "compile_dir", lambda d, quiet=0: seen.append(d) or True)
+    cvi.byte_compile_aotc()
+    assert any(d.endswith("aotc") for d in seen) and any(d.endswith("cli") for d in seen)
