@@ -1,8 +1,8 @@
 """The cpu device's host library, built when an engine first runs on cpu instead of at compile time.
 
-The host build (g++ over the kernels and the CUDA emulation header) took as
-long as NVRTC in a cold `aotc compile` (MobileNetV2: 2.7 s of 7 s of CPU), yet
-only the `cpu` device (validation) uses it. So `aotc compile` leaves it out
+The host build (g++ over the kernels and the CUDA emulation header) was a
+quarter of a cold `aotc compile`'s CPU time (MobileNetV2: 2.7 of 10 CPU-seconds,
+NVRTC's two targets the rest), yet only the `cpu` device (validation) uses it. So `aotc compile` leaves it out
 unless asked (`--host`), and the engine keeps what building it needs: the
 kernels' CUDA source in its manifest ("kernel_source", zlib then base64; the
 sanitizer reads it too) and the kernel names in build order (the keys of
@@ -12,7 +12,8 @@ cached by content hash like every kernel build, so it happens once per engine
 per machine) and `with_host_build` gives the engine image with it attached.
 
 The C runtime alone cannot do this (it runs no compiler): for `hello_engine`
-or a serving process on the cpu device, compile with `--host`.
+or a serving process on the cpu device, compile with `--host`; a Triton model
+repository for the cpu device gets the library attached (`copy_with_host_build`).
 """
 from __future__ import annotations
 
