@@ -66,7 +66,10 @@ def _human(n: int) -> str:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Engine file to write.")
 @click.option("--arch", default="sm_80,sm_90",
               help="Comma-separated targets: sm_XX cubins, compute_XX PTX (default: sm_80,sm_90 + PTX for the newest).")
-@click.option("--no-host", is_flag=True, help="Skip the host build (the engine then cannot run on the cpu device).")
+@click.option("--host/--no-host", "embed_host", default=False, show_default=True,
+              help="Embed the host (cpu device) library now. By default it is built on the engine's first "
+                   "cpu run through aotc's Python binding (from the kernel source the engine carries, cached); "
+                   "the C runtime alone needs it embedded.")
 @click.option("--dump-passes", type=click.Path(file_okay=False), default=None, help="Dump the graph after every pass here.")
 @click.option("--disable-pass", multiple=True, help="Disable a graph pass by name (repeatable).")
 @click.option("--precision", type=click.Choice(["fp32", "tf32", "fp16", "bf16"]), default="fp32", show_default=True,
@@ -90,7 +93,7 @@ def _human(n: int) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 @handle_errors
-def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precision, keep_fp32, layout, input_shape,
+def compile_cmd(model, output, arch, embed_host, dump_passes, disable_pass, precision, keep_fp32, layout, input_shape,
                 dynamic, fast_compile, split_k, report, explain, as_json, quiet):
     """Compile MODEL (.onnx) into one engine file."""
     import os
@@ -103,7 +106,7 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precisi
 
     t0 = time.perf_counter()
     keep = [k.strip() for k in keep_fp32.split(",") if k.strip()]
-    result = aotc_compile(model, output, arch=arch, host=not no_host, dump_dir=dump_passes,
+    result = aotc_compile(model, output, arch=arch, host=embed_host, dump_dir=dump_passes,
                           disabled=disable_pass, progress=progress, precision=precision, keep_fp32=keep,
                           layout=layout, input_shapes=_parse_input_shapes(input_shape), fast_compile=fast_compile,
                           split_k=split_k, dynamic=_parse_dynamic(dynamic))
@@ -140,8 +143,10 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precisi
     modelled_bytes = sum(launch.bytes for launch in p.launches)
     modelled_flops = sum(launch.flops for launch in p.launches)
     click.echo(f"  modelled   {_human(modelled_bytes)} moved, {modelled_flops / 1e6:.2f} MFLOP per inference")
-    targets = sorted(p.cubins) + ([f"PTX {p.ptx_arch}"] if p.ptx_arch else []) + (["host"] if p.host_lib else [])
-    click.echo(f"  targets    {', '.join(targets) or 'none'}")
+    targets = sorted(p.cubins) + ([f"PTX {p.ptx_arch}"] if p.ptx_arch else [])
+    host = {"embedded": "host library embedded", "on first cpu run": "host library on first cpu run (--host embeds it)",
+            "none": "no host library"}[s["host_library"]]
+    click.echo(f"  targets    {', '.join(targets) or 'no GPU code'}; {host}")
     click.echo(f"  engine     {_human(s['engine_bytes'])}")
     click.echo("  time       " + ", ".join(f"{k} {v:.2f}s" for k, v in s["stage_seconds"].items())
                + f" (total {s['total_seconds']:.2f}s)")

@@ -14,6 +14,7 @@ region), since variants of a region never run together.
 from __future__ import annotations
 
 from aotc.package.engine_format import read_engine, read_manifest
+from aotc.package.host_on_demand import host_library_status
 from aotc.package.plan import Reg, evaluate_program
 
 # H200 defaults (measured-class figures; override with `aotc inspect --bandwidth/--fp32-tflops/--tc-tflops`)
@@ -52,8 +53,11 @@ def kernel_math(manifest: dict, kernel: str) -> tuple[str | None, dict]:
     return next((m for prefix, m in named.items() if kernel.startswith(prefix)), None), {}
 
 
-def runnable_here(data: bytes) -> dict:
-    """For each device: can the C runtime run this engine on this machine, and why (not)."""
+def runnable_here(data: bytes, plan=None) -> dict:
+    """For each device: can the C runtime run this engine on this machine, and why (not).
+
+    An engine whose host library is left to its first cpu run (`plan` given) is runnable on
+    cpu through aotc's Python binding, which builds it (aotc/package/host_on_demand.py)."""
     from aotc.errors import AotcError
     from aotc.package.runtime_binding import check_engine
     out = {}
@@ -62,6 +66,9 @@ def runnable_here(data: bytes) -> dict:
             ok, why = check_engine(data, device)
         except AotcError as e:      # the runtime library itself is unavailable
             ok, why = False, f"runtime unavailable: {e}"
+        if device == "cpu" and not ok and plan is not None and host_library_status(plan) == "on first cpu run":
+            ok, why = True, ("host build made on the first cpu run from the engine's kernel source "
+                             "(aotc run, aotc.Engine); the C runtime alone needs `aotc compile --host`")
         out[device] = {"ok": ok, "why": why}
     return out
 
@@ -163,6 +170,7 @@ def describe_engine(data: bytes, bandwidth: float = H200_BANDWIDTH, fp32_flops: 
         "archs": sorted(plan.cubins),
         "ptx": plan.ptx_arch or None,
         "host_build": bool(plan.host_lib),
+        "host_library": host_library_status(plan),
         "engine_bytes": len(data),
         "total_bytes": total_bytes,
         "total_flops": total_flops,
@@ -170,7 +178,7 @@ def describe_engine(data: bytes, bandwidth: float = H200_BANDWIDTH, fp32_flops: 
                                                    {k["name"]: k["math"] for k in kernels}) * 1e6,
         "roofline_assumptions": {"bandwidth_bytes_per_s": bandwidth, "fp32_flops": fp32_flops,
                                  "tensor_core_flops": tc_flops},
-        "runnable": runnable_here(data),
+        "runnable": runnable_here(data, plan),
     }
 
 
@@ -219,8 +227,9 @@ def format_description(info: dict, path: str = "") -> str:
                  f"{ra.get('bandwidth_bytes_per_s', H200_BANDWIDTH) / 1e12:g} TB/s, "
                  f"{ra.get('fp32_flops', H200_FP32_FLOPS) / 1e12:g} TFLOP/s fp32, "
                  f"{ra.get('tensor_core_flops', H200_TC_FLOPS) / 1e12:g} TFLOP/s tensor cores)")
-    targets = info["archs"] + ([f"PTX {info['ptx']}"] if info["ptx"] else []) + (["host"] if info["host_build"] else [])
-    lines.append(f"targets: {', '.join(targets) or 'none'}")
+    targets = info["archs"] + ([f"PTX {info['ptx']}"] if info["ptx"] else [])
+    host = {"embedded": "host", "on first cpu run": "host (built on first cpu run)"}.get(info.get("host_library", ""))
+    lines.append(f"targets: {', '.join(targets + ([host] if host else [])) or 'none'}")
     for device, r in info.get("runnable", {}).items():
         lines.append(f"{device} here: {'yes' if r['ok'] else 'no'}: {r['why']}")
     return "\n".join(lines)

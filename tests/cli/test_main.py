@@ -38,9 +38,21 @@ def test_compile_json_summary(model_path, tmp_path):
     res = CliRunner().invoke(main, ["compile", str(model_path), "-o", str(out), "--json", "--arch", "sm_90"])
     assert res.exit_code == 0, res.output
     s = json.loads(res.output)
-    assert s["archs"] == ["sm_90"] and s["ptx"] == "compute_90" and s["host_build"]
+    assert s["archs"] == ["sm_90"] and s["ptx"] == "compute_90"
+    assert not s["host_build"] and s["host_library"] == "on first cpu run"     # the default: built when first run
     assert s["nodes_imported"] >= s["nodes_optimized"] > 0 and s["engine_bytes"] == out.stat().st_size
-    assert set(s["stage_seconds"]) >= {"import", "passes", "fusion", "codegen", "nvrtc", "host"}
+    assert set(s["stage_seconds"]) >= {"import", "passes", "fusion", "codegen", "nvrtc"}
+    res = CliRunner().invoke(main, ["compile", str(model_path), "-o", str(out), "--json", "--arch", "sm_90", "--host"])
+    s = json.loads(res.output)
+    assert s["host_build"] and s["host_library"] == "embedded" and "host" in s["stage_seconds"]
+
+
+def test_compile_summary_says_where_the_host_library_comes_from(model_path, tmp_path):
+    out = tmp_path / "m.engine"
+    for flags, said in (([], "host library on first cpu run (--host embeds it)"), (["--host"], "host library embedded")):
+        res = CliRunner().invoke(main, ["compile", str(model_path), "-o", str(out), "-q", "--arch", "none", *flags])
+        assert res.exit_code == 0, res.output
+        assert next(ln for ln in res.output.splitlines() if ln.strip().startswith("targets")).endswith(said)
 
 
 def test_compile_explain_shows_each_kernels_fusion(model_path, tmp_path):
