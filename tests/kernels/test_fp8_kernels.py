@@ -69,8 +69,10 @@ def test_fp8_gemm_region(m, n, k, batch):
     _arch_builds(kernels)
 
 
-def test_fp8_gemm_with_a_cast_prologue():
-    """An activation quantized to e4m3 inside the GEMM's prologue (a saturating convert), weights (K, N)."""
+def test_fp8_gemm_of_an_activation_quantized_by_its_own_kernel():
+    """An activation quantized to e4m3, weights (K, N). The cast stays out of the GEMM's
+    operand prologue (fusion keeps a cast to 8 bits with its producer, which then stores 1-byte values), so
+    here it is a loop kernel of its own, and the GEMM reads e4m3."""
     rng, seed = fresh_rng()
     b = GraphBuilder()
     x = b.input("x", (33, 70))
@@ -80,8 +82,9 @@ def test_fp8_gemm_with_a_cast_prologue():
                 out_dtype="f32")
     graph = b.build([acc])
     xs = (rng.standard_normal((33, 70)) * 30).astype(np.float32)       # rounds, never saturates
-    (kern,) = check(graph, [xs], seed, rtol=1e-5, atol=1e-4, kinds=["dot"])
-    assert "aotc_float_to_e4m3" in kern.source
+    kernels = check(graph, [xs], seed, rtol=1e-5, atol=1e-4, kinds=["dot", "loop"])
+    (cast,) = [k for k in kernels if k.region.kind == "loop"]
+    assert "aotc_to_f8e4m3fn" in cast.source
 
 
 @pytest.mark.parametrize("xshape,wshape,strides,pads", [
