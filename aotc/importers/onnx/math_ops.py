@@ -1,10 +1,11 @@
 """ONNX converters for the remaining math ops: trigonometry, bit shifts, Shrink, windows, EyeLike, quantization, Det.
 
 Same conventions as ops.py. QuantizeLinear / DequantizeLinear are float
-math on the IR's integer types (u8, i8, u16, i16, i32) and float8 types:
+math on the IR's integer types (u8, i8, u16, i16, i32, and the 4- and 2-bit
+u4, i4, u2, i2) and float8 / float4e2m1 types:
 y = saturate(round(x / scale) + zero_point) and x = (q - zero_point) * scale,
-with per-tensor, per-axis or blocked scales broadcast explicitly (float8:
-y = saturating convert(x / scale), a zero point of 0). The `quantize` pass
+with per-tensor, per-axis or blocked scales broadcast explicitly (float8 and
+float4: y = saturating convert(x / scale), a zero point of 0). The `quantize` pass
 (aotc/hlo_passes/quantize.py) reads this math back as dequantizations, so its
 shape -- convert(q) [- Z] then * S -- is the contract between the two. The
 window functions and EyeLike are constants computed here with numpy (their
@@ -101,10 +102,10 @@ def _axis(ctx, x: Value, scale: Value, at) -> int:
     return norm_axis(ctx, at.get("axis", 1), x.type.rank)
 
 
-_QRANGE = {dtypes.u8: (0, 255), dtypes.i8: (-128, 127), dtypes.u16: (0, 2**16 - 1), dtypes.i16: (-2**15, 2**15 - 1),
-           dtypes.i32: (-2**31, 2**31 - 1)}
-_FLOAT8 = dtypes.FLOAT8
-_QTYPES = tuple(_QRANGE) + _FLOAT8
+_QRANGE = {d: dtypes.int_range(d) for d in (dtypes.u8, dtypes.i8, dtypes.u16, dtypes.i16, dtypes.i32,
+                                             dtypes.u4, dtypes.i4, dtypes.u2, dtypes.i2)}
+_QFLOATS = dtypes.FLOAT8 + (dtypes.f4e2m1fn,)    # the float targets: zero point 0, a (saturating) convert
+_QTYPES = tuple(_QRANGE) + _QFLOATS
 _QNAMES = ", ".join(t.name for t in _QTYPES)
 
 
@@ -126,7 +127,7 @@ def _dequantize(ctx, ins, at):
     axis = _axis(ctx, x, scale, at)
     block = at.get("block_size", 0)
     xf = Ex(ctx, convert(ctx, x, dtypes.f32))
-    if len(ins) > 2 and ins[2] is not None and x.dtype not in _FLOAT8:     # a float8 zero point is 0
+    if len(ins) > 2 and ins[2] is not None and x.dtype not in _QFLOATS:     # a float8 zero point is 0
         xf = xf - convert(ctx, _per_axis(ctx, ins[2], x, axis, block), dtypes.f32)
     y = xf * convert(ctx, _per_axis(ctx, scale, x, axis, block), dtypes.f32)
     return convert(ctx, y.v, scale.dtype)
@@ -146,7 +147,7 @@ def _quantize(ctx, ins, at):
     axis = _axis(ctx, x, scale, at)
     block = at.get("block_size", 0)
     xf = Ex(ctx, convert(ctx, x, dtypes.f32))
-    if out_t in _FLOAT8:      # the zero point is 0 (ONNX); saturate (default 1) clamps to +-max, else inf/NaN
+    if out_t in _QFLOATS:      # the zero point is 0 (ONNX); saturate (default 1) clamps to +-max, else inf/NaN
         q = xf / convert(ctx, _per_axis(ctx, scale, x, axis, block), dtypes.f32)
         return ctx.add("convert", q.v, dtype=out_t.name, saturate=bool(at.get("saturate", 1)))
     q = (xf / convert(ctx, _per_axis(ctx, scale, x, axis, block), dtypes.f32)).un("round_even")

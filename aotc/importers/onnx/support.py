@@ -36,7 +36,8 @@ RESTRICTIONS: dict[str, str] = {
     "CumProd": f"axis must be a constant; {_N2}",
     "DeformConv": "2-D only; float only, computed in f32",
     "Det": "n <= 64 (unrolled Gaussian elimination with partial pivoting; f16/bf16 computed in f32)",
-    "DequantizeLinear": "uint8/int8/uint16/int16/int32 and float8 inputs; per-tensor, per-axis and blocked; "
+    "DequantizeLinear": "uint8/int8/uint16/int16/int32/int4/uint4/int2/uint2, float8 and float4e2m1 inputs; "
+                        "per-tensor, per-axis and blocked; "
                         "into Conv/MatMul/Gemm: int8/fp8 kernels (compile --explain says which)",
     "Dropout": "inference only (identity)",
     "DynamicQuantizeLinear": "",
@@ -65,7 +66,8 @@ RESTRICTIONS: dict[str, str] = {
     "Pad": f"all modes; {_SHAPE_IN}",
     "QLinearConv": "int8 conv with the requantize in its epilogue (weight zero point 0; else float math)",
     "QLinearMatMul": "int8 GEMM with the requantize in its epilogue",
-    "QuantizeLinear": "uint8/int8/uint16/int16/int32 (saturating) and float8 outputs; per-tensor, per-axis, blocked",
+    "QuantizeLinear": "uint8/int8/uint16/int16/int32/int4/uint4/int2/uint2 (saturating), float8 and float4e2m1 outputs; "
+                      "per-tensor, per-axis, blocked",
     "Range": "start/limit/delta must be constants",
     "Reshape": _SHAPE_IN,
     "Resize": "nearest/linear/cubic, all coordinate modes, antialias; sizes/scales/roi constant",

@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from aotc.errors import UnsupportedError
 from aotc.importers.onnx import import_onnx
+from aotc.ir.interpreter import interpret
 from tests.importers.onnx.one_node import F, I, check, make_model, rng
 
 
@@ -155,12 +156,14 @@ def test_max_unpool_inverts_max_pool():
 
 
 @pytest.mark.parametrize("elem,zp", [(TensorProto.FLOAT8E4M3FN, None), (TensorProto.FLOAT8E5M2, None),
-                                     (TensorProto.INT16, -300), (TensorProto.UINT16, 40000)])
-def test_quantize_dequantize_float8_and_16_bit_round_trip(elem, zp):
+                                     (TensorProto.INT16, -300), (TensorProto.UINT16, 40000),
+                                     (TensorProto.INT4, -3), (TensorProto.UINT4, 9), (TensorProto.INT4, None),
+                                     (TensorProto.INT2, 1), (TensorProto.UINT2, 2)])
+def test_quantize_dequantize_float8_16_and_sub_byte_round_trip(elem, zp):
     from aotc.importers.onnx import ONNX_DTYPES
     if elem not in ONNX_DTYPES:
         pytest.skip(f"{TensorProto.DataType.Name(elem)} is not mapped by the importer in this tree (dtypes branch)")
-    x = F(2, 3, 5) * 40          # float8 saturates beyond its max; the 16-bit types round
+    x = F(2, 3, 5) * 40          # float8/float4 and the 2/4-bit types saturate; the 16-bit types round
     scale = np.array([0.02, 0.05, 0.1], np.float32)
     inits = [numpy_helper.from_array(scale, "s")]
     ins = ["x", "s"]
@@ -171,4 +174,22 @@ def test_quantize_dequantize_float8_and_16_bit_round_trip(elem, zp):
     d = helper.make_node("DequantizeLinear", ["q"] + ins[1:], ["y"], axis=1)
     g = helper.make_graph([q, d], "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 5])], inits)
-    check(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), {"x": x})
+    opset = {TensorProto.INT2: 25, TensorProto.UINT2: 25}.get(elem, 21)
+    check(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), {"x": x})
+
+
+def test_quantize_dequantize_float4_matches_the_onnx_reference():
+    """float4e2m1 Q/DQ (onnxruntime has no kernel for it): against onnx's own reference evaluator."""
+    from onnx.reference import ReferenceEvaluator
+    x = F(2, 3, 5) * 2           # scale 0.1..0.5: beyond +-6 * scale saturates, the rest rounds to even
+    scale = np.array([0.1, 0.25, 0.5], np.float32)
+    q = helper.make_node("QuantizeLinear", ["x", "s"], ["q"], axis=1, output_dtype=TensorProto.FLOAT4E2M1)
+    d = helper.make_node("DequantizeLinear", ["q", "s"], ["y"], axis=1)
+    g = helper.make_graph([q, d], "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 5])],
+                          [numpy_helper.from_array(scale, "s")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = interpret(import_onnx(model), {"x": x})[0]
+    assert np.abs(x).max() > 6 * scale.min()     # some values saturate
+    np.testing.assert_array_equal(got, want)
