@@ -214,6 +214,13 @@ AOTC_LDMATRIX_(aotc_ldmatrix_x4_trans, "x4.trans", 4,
 
 #endif
 
+// XOR-swizzled b16 tiles of 16-byte chunks (element offsets), conflict-free both for the 16-byte stores of a
+// quarter-warp along a row and for the 8 rows of one ldmatrix phase at one logical chunk:
+//   aotc_swz_k16(row, chunk)   rows of 16 elements (2 chunks); rows 4..7 of each 8 swap their two chunks
+//   aotc_swz_mn64(row, chunk)  rows of 64 elements (8 chunks); row r permutes its chunks by XOR (r % 8)
+__device__ __forceinline__ int aotc_swz_k16(int row, int chunk) { return row * 16 + ((chunk ^ ((row >> 2) & 1)) << 3); }
+__device__ __forceinline__ int aotc_swz_mn64(int row, int chunk) { return row * 64 + ((chunk ^ (row & 7)) << 3); }
+
 __device__ __forceinline__ void aotc_cp_async_wait_all() {
   aotc_cp_async_commit();
   aotc_cp_async_wait<0>();
