@@ -314,6 +314,23 @@ def dot_operand_pointer(b: KernelBuilder, bshape, var, value, batch_dims, dims_a
     return em.text()
 
 
+def contiguous_dim(b: KernelBuilder, value) -> int:
+    """The dim of `value` whose neighbours lie next to each other in memory: the last, seen through the
+    region's transposes (a transposed weight read as index math)."""
+    node = b.producer.get(value)
+    if node is not None and node in b.members and node.op == "transpose":
+        return list(node.attrs["permutation"]).index(contiguous_dim(b, node.inputs[0]))
+    return value.type.rank - 1
+
+
+def simt_b_mapping(k_contiguous: bool) -> dict:
+    """dot.cu's B-tile thread mapping (slots b_kk, b_nn): consecutive lanes along whichever of B's k and
+    n is contiguous in memory, so a warp's B loads are coalesced."""
+    if k_contiguous:
+        return dict(b_kk="(threadIdx.x & 15)", b_nn="((threadIdx.x >> 4) + 16 * l)")
+    return dict(b_kk="((threadIdx.x >> 6) + 4 * l)", b_nn="(threadIdx.x & 63)")
+
+
 def dot_epilogue(b: KernelBuilder, bshape, mshape, nshape, M, N, indent: int) -> Emitter:
     """Epilogue + store for output element (b, m, n), the accumulator in `accv`."""
     out = b.region.anchor.outputs[0]
@@ -328,4 +345,4 @@ def dot_epilogue(b: KernelBuilder, bshape, mshape, nshape, M, N, indent: int) ->
 
 
 __all__ = ["Kernel", "KernelBuilder", "unravel", "slice_offset", "touched_bytes", "acc_type", "reduce_identity",
-           "dot_operand_load", "dot_operand_pointer", "plain_operand", "dot_epilogue", "MAX_GRID"]
+           "dot_operand_load", "dot_operand_pointer", "plain_operand", "contiguous_dim", "simt_b_mapping", "dot_epilogue", "MAX_GRID"]

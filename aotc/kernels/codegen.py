@@ -17,7 +17,7 @@ from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph
 from aotc.kernels import codegen_conv as cc
 from aotc.kernels.builder import (MAX_GRID, Kernel, KernelBuilder, acc_type, dot_epilogue, dot_operand_load,
-                                  reduce_identity, unravel)
+                                  contiguous_dim, reduce_identity, simt_b_mapping, unravel)
 from aotc.kernels.codegen_attention import generate_attention
 from aotc.kernels.codegen_chain import generate_chain
 from aotc.kernels.codegen_dot_mma import generate_dot_mma
@@ -176,7 +176,8 @@ def _dot(b: KernelBuilder) -> Kernel:
     else:
         load_b = operand_load("B", rhs, rb, rc, rf, "bk", "bn", kshape, nshape)
         em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=4)
-    slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K, row_stats=row_stats)
+    slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K, row_stats=row_stats,
+                 **simt_b_mapping(list(rc) == [contiguous_dim(b, rhs)]))
     return b.finish("dot", slots, (D.ceildiv(N, 64), D.ceildiv(M, 64), B), (256, 1, 1))
 
 

@@ -27,9 +27,9 @@ from aotc.fusion.rules.conv import DW_BLOCK, channel_tile, depthwise_node_fits, 
 from aotc.fusion.rules.conv import depthwise_tile as _depthwise_tile
 from aotc.fusion.rules.conv import project_plan as _project_plan
 from aotc.ir import dtypes
-from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, plain_operand, unravel
+from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, plain_operand, simt_b_mapping, unravel
 from aotc.kernels.emitter import linear
-from aotc.kernels.mma_staging import CHUNK, STAGES, Operand, staging_slots
+from aotc.kernels.mma_staging import CHUNK, STAGES, Operand, staging_slots, store_slot
 from aotc.kernels.template import instantiate
 
 
@@ -92,11 +92,12 @@ def generate_implicit_gemm(b: KernelBuilder) -> Kernel:
         bf16 = x.dtype == dtypes.bf16
         to_elt = "__float2bfloat16" if bf16 else "__float2half"
         op_a, op_b = _mma_operands(b, x, w, mshape, kshape, a, ema.text(), emb.text())
-        slots = dict(epilogue=epi.text(), batch=1, m=M, n=N, k=K, elt="bf16" if bf16 else "f16", ctype=x.dtype.c,
-                     stages=STAGES, **staging_slots(op_a, op_b, b.idx_t, x.dtype.c, to_elt, M, N, K,
+        slots = dict(store=store_slot(epi.text(), b.idx_t, M, N, registers=False), batch=1, m=M, n=N, k=K,
+                     elt="bf16" if bf16 else "f16", ctype=x.dtype.c, stages=STAGES, **staging_slots(op_a, op_b, b.idx_t, x.dtype.c, to_elt, M, N, K,
                                                     b.param_names.get(x, "nullptr"), b.param_names.get(w, "nullptr")))
         return b.finish("dot_mma", slots, grid, (128, 1, 1))
-    slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K)
+    slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K,
+                 **simt_b_mapping(True))             # w[o, *taps, c]: K contiguous
     return b.finish("dot", slots, grid, (256, 1, 1))
 
 

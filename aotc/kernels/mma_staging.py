@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aotc.kernels.template import instantiate
+
 CHUNK = 8          # b16 elements in a 16-byte chunk
 STAGES = 3         # cp.async pipeline depth of dot_mma.cu (3 x 4 KiB of shared memory)
 
@@ -37,9 +39,9 @@ class Operand:
         return self.address is not None
 
 
-def choose_layout(rank: int, contract: list[int], free: list[int]) -> str:
-    """'mn' when the operand's only free dim is its last (m or n contiguous), else 'k'."""
-    return "mn" if list(free) == [rank - 1] and list(contract) != [rank - 1] else "k"
+def choose_layout(contiguous: int, contract: list[int], free: list[int]) -> str:
+    """'mn' when the operand's only free dim is its contiguous one (builder.contiguous_dim), else 'k'."""
+    return "mn" if list(free) == [contiguous] and list(contract) != [contiguous] else "k"
 
 
 def can_stage_async(layout: str, contract: list[int], rank: int, run: object) -> bool:
@@ -80,7 +82,7 @@ def stage_code(op: Operand, idx_t: str, ctype: str, to_elt: str, mn: str, k: str
         coords = (f"const int r = e >> 6, col = e & 63;\n"
                   f"const {idx_t} {vmn} = {origin} + col, {vk} = k0 + r;")
         slot = "aotc_swz_mn64(r, col >> 3) + (col & 7)"
-    return (f"for (int l = 0; l < 8; ++l) {{\n"
+    return (f"#pragma unroll\nfor (int l = 0; l < 8; ++l) {{\n"
             f"  const int e = threadIdx.x + 128 * l;\n{_indent(coords, 2)}\n"
             f"  float {val} = 0.0f;\n"
             f"  if ({vmn} < {mn} && {vk} < {k}) {{\n{op.load}\n  }}\n"
@@ -96,7 +98,7 @@ def fragment_code(op: Operand) -> str:
         else:
             addr = "aotc_swz_mn64((lane & 7) + 8 * (mi >> 1), (wm >> 3) + 2 * i + (mi & 1))"
             call = "aotc_ldmatrix_x4_trans"
-        return (f"for (int i = 0; i < 2; ++i) {{\n  const int mi = lane >> 3;\n"
+        return (f"#pragma unroll\nfor (int i = 0; i < 2; ++i) {{\n  const int mi = lane >> 3;\n"
                 f"  {call}(af[i], &As[cur][{addr}]);\n}}")
     if op.layout == "k":              # bf[j], bf[j+1] = 4 matrices: (columns j / j+1) x (k 0-7 / 8-15)
         addr = "aotc_swz_k16(wn + 8 * (j + (mi >> 1)) + (lane & 7), mi & 1)"
@@ -104,7 +106,7 @@ def fragment_code(op: Operand) -> str:
     else:
         addr = "aotc_swz_mn64((lane & 7) + 8 * (mi & 1), (wn >> 3) + j + (mi >> 1))"
         call = "aotc_ldmatrix_x4_trans"
-    return (f"for (int j = 0; j < 4; j += 2) {{\n  const int mi = lane >> 3;\n  unsigned r4[4];\n"
+    return (f"#pragma unroll\nfor (int j = 0; j < 4; j += 2) {{\n  const int mi = lane >> 3;\n  unsigned r4[4];\n"
             f"  {call}(r4, &Bs[cur][{addr}]);\n"
             f"  bf[j][0] = r4[0];\n  bf[j][1] = r4[1];\n  bf[j + 1][0] = r4[2];\n  bf[j + 1][1] = r4[3];\n}}")
 
@@ -113,9 +115,16 @@ def _indent(text: str, n: int) -> str:
     return "\n".join(" " * n + line if line else line for line in text.split("\n"))
 
 
+def store_slot(epilogue: str, idx_t: str, m, n, registers: bool) -> str:
+    """dot_mma.cu's `store` slot: the epilogue through shared memory (coalesced along n), or straight from
+    the accumulator registers where the epilogue needs their layout (`registers`: a gated epilogue)."""
+    part = "mma_store_regs.part" if registers else "mma_store_smem.part"
+    return instantiate(part, dict(epilogue=epilogue, idx_t=idx_t, m=m, n=n), indent=2)
+
+
 def staging_slots(a: Operand, b: Operand, idx_t: str, ctype: str, to_elt: str, m, n, k,
                   base_a: str, base_b: str) -> dict:
-    """The dot_mma.cu slots for this pair of operands."""
-    return dict(stage_a=_indent(stage_code(a, idx_t, ctype, to_elt, str(m), str(k), base_a), 6),
+    """The dot_mma.cu slots for this pair of operands (the store slot aside)."""
+    return dict(smem_bytes=max(2 * STAGES * 64 * 16 * 2, 64 * 72 * 4), stage_a=_indent(stage_code(a, idx_t, ctype, to_elt, str(m), str(k), base_a), 6),
                 stage_b=_indent(stage_code(b, idx_t, ctype, to_elt, str(n), str(k), base_b), 6),
                 frag_a=_indent(fragment_code(a), 6), frag_b=_indent(fragment_code(b), 6))

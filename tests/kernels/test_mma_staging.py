@@ -85,10 +85,21 @@ def test_nvrtc_compiles_the_pipeline_for_sm80_and_sm90():
         assert b"mma.sync.aligned.m16n8k16" in ptx
 
 
+def test_a_transposed_operand_stages_along_its_memory():
+    """B = transpose(wt) with wt stored (k, n): read per element (index math), in the n-major layout."""
+    g = GraphBuilder()
+    a = g.input("a", (40, 48), "f16")
+    wt = g.input("wt", (48, 56), "f16")
+    w = g.add("transpose", wt, permutation=(1, 0))                          # (n, k), n contiguous
+    d = g.add("dot_general", a, w, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(1,))
+    src = run(g.build([g.add("convert", d, dtype="f32")]), [(40, 48), (48, 56)], "f16").source
+    assert src.count("aotc_cp_async_16(") == 1 and src.count("aotc_ldmatrix_x4_trans(") == 1
+
+
 def test_layout_and_chunk_rules():
-    assert choose_layout(2, [1], [0]) == "k"          # A (m, k)
-    assert choose_layout(2, [0], [1]) == "mn"         # B (k, n)
-    assert choose_layout(3, [1], [0, 2]) == "k"       # two free dims: rows of k are the only runs
+    assert choose_layout(1, [1], [0]) == "k"          # A (m, k)
+    assert choose_layout(1, [0], [1]) == "mn"         # B (k, n)
+    assert choose_layout(2, [1], [0, 2]) == "k"       # two free dims: rows of k are the only runs
     assert can_stage_async("k", [1], 2, 64) and not can_stage_async("k", [1], 2, 60)
     assert not can_stage_async("k", [0], 2, 64)       # k is not the contiguous dim
     assert can_stage_async("mn", [0], 2, 128) and not can_stage_async("mn", [0], 2, 12)

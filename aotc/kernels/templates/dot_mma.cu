@@ -6,10 +6,15 @@
 // memory (mma_staging.py: by 16-byte cp.async where the operand is a plain aligned
 // load, else per element by the region's prologue loads); fragments by ldmatrix.
 // Iteration `it` waits for slice it - ${stages} + 1, issues slice `it` into the
-// stage the barrier just freed, then multiplies the waited slice.
+// stage the barrier just freed, then multiplies the waited slice. The accumulators
+// then go to a 64x64 f32 tile in the same shared memory, where split-K meets
+// (split_k_tile.part) and the epilogue runs along n (mma_store_smem.part), or
+// from the registers for a gated epilogue (mma_store_regs.part).
 extern "C" __global__ void __launch_bounds__(128) ${name}(${params}) {
-  __shared__ __align__(128) ${ctype} As[${stages}][1024];
-  __shared__ __align__(128) ${ctype} Bs[${stages}][1024];
+  // the pipeline's stages, reused by the epilogue (mma_store_smem.part)
+  __shared__ __align__(128) unsigned char aotc_smem[${smem_bytes}];
+  ${ctype} (*As)[1024] = reinterpret_cast<${ctype} (*)[1024]>(aotc_smem);
+  ${ctype} (*Bs)[1024] = As + ${stages};
   ${include mma_setup.part}
   const ${idx_t} kbeg = ${k_begin}, kend = ${k_end};
   const int nk = (int)((kend - kbeg + 15) / 16);
@@ -28,21 +33,25 @@ ${stage_b}
     unsigned af[2][4], bf[4][2];
 ${frag_a}
 ${frag_b}
+#pragma unroll
     for (int i = 0; i < 2; ++i)
+#pragma unroll
       for (int j = 0; j < 4; ++j) aotc_mma_m16n8k16_${elt}(acc[i][j], af[i], bf[j], acc[i][j]);
   }
   aotc_cp_async_wait<0>();
+  // the accumulators to a 64x64 f32 tile over the stages (rows of 72: the float2 stores of a half-warp
+  // hit 16 distinct bank pairs), for the split-K handoff and the epilogue
+  __syncthreads();                               // every warp is done with the stages
+  float *Cs = reinterpret_cast<float *>(aotc_smem);
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<float2 *>(&Cs[(wm + 16 * i + g + 8 * h) * 72 + wn + 8 * j + 2 * t]) =
+            make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+  __syncthreads();
 ${split_fixup}
-  for (int i = 0; i < 2; ++i) {
-    for (int j = 0; j < 4; ++j) {
-      for (int r = 0; r < 4; ++r) {
-        const ${idx_t} m = m0 + wm + 16 * i + g + (r >= 2 ? 8 : 0);
-        const ${idx_t} n = n0 + wn + 8 * j + 2 * t + (r & 1);
-        if (m < ${m} && n < ${n}) {
-          const float accv = acc[i][j][r];
-${epilogue}
-        }
-      }
-    }
-  }
+${store}
 }
