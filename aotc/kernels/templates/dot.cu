@@ -9,9 +9,11 @@
 // (aotc/kernels/split_k.py) sum one K range per block; the tile's last block adds
 // the partials in a fixed order and runs the epilogue.
 extern "C" __global__ void __launch_bounds__(256) ${name}(${params}) {
-  // rows of 66: a warp's stores of 16 k x 2 columns hit 32 distinct banks (2k + column)
-  __shared__ float As[2][16][64 + 2];   // As[buf][k][m]
-  __shared__ float Bs[2][16][64 + 2];   // Bs[buf][k][n]
+  // rows of 66: a warp's stores of 16 k x 2 columns hit 32 distinct banks (2k + column); a split-K
+  // launch's handoff reuses the memory for its 64x80 tile (split_k_simt.part)
+  __shared__ __align__(16) float aotc_smem[64 * 80];
+  float (*As)[16][64 + 2] = reinterpret_cast<float (*)[16][64 + 2]>(aotc_smem);   // As[buf][k][m]
+  float (*Bs)[16][64 + 2] = As + 2;                                                 // Bs[buf][k][n]
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   const ${idx_t} b = ${b_index};
   const ${idx_t} m0 = (${idx_t})blockIdx.y * 64, n0 = (${idx_t})blockIdx.x * 64;
