@@ -30,6 +30,7 @@ from aotc.kernels.template import instantiate
 LOOP_BLOCK = 256
 WARP_ROW_MAX = 256       # rows up to this long get a warp each (8 per block), longer ones a block
 ROW_WARPS = 8
+COLUMN_MAX = 64          # a reduction keeping the innermost axis takes a thread per output up to this extent
 
 
 def _grid_1d(total, block: int) -> tuple:
@@ -136,6 +137,10 @@ def _reduction(b: KernelBuilder) -> Kernel:
     b.store_root(em_epi, b.root_index(em_epi, kept))     # the epilogue may reshape or transpose
     slots = dict(row_index=em_row.text(), load=em_load.text(), epilogue=em_epi.text(), rows=rows,
                  extent=extent, acc_t=acc_t, init=reduce_identity(kind, x.dtype), kind=kind, block=block)
+    if x.type.rank - 1 not in axes and D.is_static(extent) and extent <= COLUMN_MAX:
+        del slots["kind"]                # a thread's serial loop: no warp combine
+        return b.finish("reduce_column", dict(slots, block=LOOP_BLOCK), (grid_blocks(rows, LOOP_BLOCK), 1, 1),
+                        (LOOP_BLOCK, 1, 1))
     if warp:
         return b.finish("reduce_warp", dict(slots, warps=ROW_WARPS), (grid_blocks(rows, ROW_WARPS), 1, 1),
                         (block, 1, 1))
