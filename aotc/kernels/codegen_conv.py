@@ -119,14 +119,14 @@ def _mma_operands(b: KernelBuilder, x, w, mshape, kshape, a, load_a: str, load_b
         em.emit("nbytes = 16;")
         if inside:
             em.close()
-        op_a = Operand("A", "k", address=em.text())
+        op_a = Operand("A", "k", address=em.text(), load=load_a)
     op_b = Operand("B", "k", load=load_b)
     if chunks and plain_operand(b, w):
         em = b.emitter(indent=2)
         wtap = unravel(em, "bk", kshape, "Bk")
         em.emit(f"src = {b.param_names[w]} + {linear(['bn'] + wtap, w.shape)};")
         em.emit("nbytes = 16;")
-        op_b = Operand("B", "k", address=em.text())
+        op_b = Operand("B", "k", address=em.text(), load=load_b)
     return op_a, op_b
 
 

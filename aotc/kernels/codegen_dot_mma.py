@@ -72,5 +72,5 @@ def _operand(b: KernelBuilder, which: str, value, batch_dims, dims_x, dims_y, bs
         flat_x, flat_y = ("am", "ak") if which == "A" else ("bk", "bn")
         address = dot_operand_pointer(b, bshape, which, value, batch_dims, dims_x, dims_y, flat_x, flat_y,
                                       shape_x, shape_y, "src", indent=2)
-        return Operand(which, layout, address=address)
+        return Operand(which, layout, address=address, load=load)
     return Operand(which, layout, load=load)

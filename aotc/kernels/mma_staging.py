@@ -58,6 +58,11 @@ def _names(which: str):
 def stage_code(op: Operand, idx_t: str, ctype: str, to_elt: str, mn: str, k: str, base: str) -> str:
     """Code staging this thread's share of the slice at `k0` into stage `st`; `mn` bounds m (or n), `k` K,
     `base` is the parameter `src` starts from (the async path's pointer where nothing is read)."""
+    if op.is_async and op.load is not None:     # a bound input may be unaligned: per element then
+        per_element = stage_code(Operand(op.which, op.layout, load=op.load), idx_t, ctype, to_elt, mn, k, base)
+        chunks = stage_code(Operand(op.which, op.layout, address=op.address), idx_t, ctype, to_elt, mn, k, base)
+        return (f"if ((reinterpret_cast<unsigned long long>({base}) & 15) == 0) {{\n{_indent(chunks, 2)}\n"
+                f"}} else {{\n{_indent(per_element, 2)}\n}}")
     tile, vmn, vk, val = _names(op.which)
     origin = "m0" if op.which == "A" else "n0"
     if op.is_async:

@@ -103,3 +103,24 @@ def test_layout_and_chunk_rules():
     assert can_stage_async("k", [1], 2, 64) and not can_stage_async("k", [1], 2, 60)
     assert not can_stage_async("k", [0], 2, 64)       # k is not the contiguous dim
     assert can_stage_async("mn", [0], 2, 128) and not can_stage_async("mn", [0], 2, 12)
+
+
+def test_an_unaligned_bound_input_is_staged_per_element():
+    """A caller's buffer need not be 16-byte aligned: the kernel checks and reads it per element."""
+    from aotc.fusion.regions import partition
+    from aotc.kernels.host_compile import compile_host
+    from aotc.kernels.host_exec import HostLibrary
+    graph, shapes = gemm("k", "mn", 24, 40, 64)
+    (kernel,) = [codegen.generate(graph, r) for r in partition(graph)]
+    assert kernel.splits == 1 and kernel.source.count("aotc_cp_async_16(") == 2
+    lib = HostLibrary(compile_host(codegen.module_source([kernel]), [kernel.name], sanitize=True))
+    rng, seed = fresh_rng()
+    a, w = (random_array(rng, s).astype(np.float16) for s in shapes)
+    raw = np.zeros(a.size + 1, np.float16)
+    shifted = raw[1:].reshape(a.shape)                     # 2 bytes past an aligned start
+    shifted[...] = a
+    assert shifted.ctypes.data % 16 == 2
+    out = np.full((24, 40), np.nan, np.float32)
+    lib.launch(kernel.name, kernel.grid, kernel.block, [shifted, w, out])   # the sanitizer: nothing misaligned
+    (want,) = interpret(graph, [a, w])
+    np.testing.assert_allclose(out, want, rtol=3e-2, atol=3e-2, err_msg=f"seed {seed}")
