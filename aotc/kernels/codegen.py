@@ -277,8 +277,10 @@ def module_source(kernels: list[Kernel]) -> str:
     if any(k.uses_fp16 for k in kernels):
         parts.append("#define AOTC_USE_FP16 1")
     parts += ['#include "aotc_prelude.cuh"', '#include "aotc_ops.cuh"']
+    if any(k.name.startswith("aotc_dot_mma_") for k in kernels):       # its cp.async/ldmatrix pipeline
+        parts.append('#include "aotc_async.cuh"')
     if any(k.name.startswith(("aotc_dot_mma_", "aotc_dot_tf32_")) for k in kernels):
-        parts += ['#include "aotc_mma.cuh"', '#include "aotc_async.cuh"']
+        parts.append('#include "aotc_mma.cuh"')
     parts.append("")
     seen = set()
     for k in kernels:
