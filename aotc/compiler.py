@@ -3,7 +3,10 @@
 `compile_model` is what `aotc compile` and `aotc.compile` call. Each stage is
 timed; the summary is what the CLI prints. Building an engine never needs a
 GPU: device code is compiled by NVRTC for named architectures, and the host
-build of the same source comes along for the `cpu` device.
+build of the same source for the `cpu` device is embedded (`host=True`, this
+API's default) or left to the engine's first cpu run (`host=False`, the CLI's
+default; aotc/package/host_on_demand.py), where the manifest's kernel source
+builds it. The summary's "host_library" says which.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from aotc.errors import AotcError
 from aotc.ir.dims import dim_ranges, upper
 from aotc.ir.graph import Graph
 from aotc.package import plan as P
+from aotc.package.host_on_demand import host_library_status
 
 DEFAULT_ARCHS = ("sm_80", "sm_90")
 DEFAULT_PTX = "compute_90"
@@ -47,6 +51,7 @@ class CompileResult:
             "archs": sorted(p.cubins),
             "ptx": p.ptx_arch or None,
             "host_build": bool(p.host_lib),
+            "host_library": host_library_status(p),      # embedded, or built on the first cpu run
             "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
             "pass_seconds": _pass_seconds(self.pass_report),
         }
@@ -165,6 +170,7 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
     from aotc.package.launch_plan import build_launches
     from aotc.package.memory_plan import check_graph_fits
     from aotc.package.sanitize import manifest_fields as sanitize_fields   # `aotc run --sanitize` rebuilds from these
+    from aotc.kernels.kernel_math import manifest_fields as kernel_math_fields    # `aotc inspect`'s math
     from aotc.package.shape_program import ShapeProgram
 
     say = progress or (lambda msg: None)
@@ -204,15 +210,18 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
         say(f"generating kernels for {len(regions)} regions")
         variants: dict = {}
         regions, kernels, writes = generate_kernels(optimized, regions, split_k, variants)
-        program = ShapeProgram(optimized.dims)
-        launches, weights, memory = build_launches(optimized, regions, kernels, writes, program, variants)
         built = kernels + [k for vs in variants.values() for _, k in vs]       # every kernel the engine holds
         source = codegen.module_source(built)
         names = list(dict.fromkeys(k.name for k in built))
         done("codegen")
 
-        cubins, resources, ptx, host_lib = _build_binaries(built, source, names, cubin_archs, ptx_arch,
-                                                            host, host_lib, times, say, fast_compile)
+        # NVRTC (and g++) start now and run while the launch plan packs the weights
+        with BinaryBuilds(built, source, names, cubin_archs, ptx_arch, host, host_lib, say, fast_compile) as builds:
+            stage("plan")
+            program = ShapeProgram(optimized.dims)
+            launches, weights, memory = build_launches(optimized, regions, kernels, writes, program, variants)
+            done("plan")
+            cubins, resources, ptx, host_lib = builds.finish(times)
 
         stage("package")
         plan = P.EnginePlan(
@@ -228,7 +237,7 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
                       "fast_compile": fast_compile, "split_k": split_k,
                       **({"shapes": symbolic_shapes(optimized)} if optimized.dims else {}),
                       **({"debug_outputs": [d.as_dict() for d in debug]} if debug is not None else {}),
-                      **sanitize_fields(source, built)})
+                      **sanitize_fields(source, built), **kernel_math_fields(built, cubin_archs)})
         done("package")
         return CompileResult(plan, imported, optimized, times, memory.lower_bound, regions, kernels, report)
 
@@ -278,59 +287,78 @@ def _generate(graph: Graph, region, producer, split_k: bool):
                                f"support dynamic dims here: {e}") from None
 
 
-def _timed(fn, *args):
+def _timed(fn, *args, **kw):
+    """(fn's result, its seconds, the clock when it ended)."""
     start = time.perf_counter()
-    out = fn(*args)
-    return out, time.perf_counter() - start
+    out = fn(*args, **kw)
+    end = time.perf_counter()
+    return out, end - start, end
 
 
-def _build_binaries(kernels, source, names, cubin_archs, ptx_arch, host, host_lib, times, say,
-                    fast_compile=False):
-    """Cubins per arch, PTX and the host library, built concurrently.
+class BinaryBuilds:
+    """Cubins per arch, PTX and the host library of one module, built concurrently from `__enter__` on.
 
-    NVRTC releases the GIL and g++ is a subprocess, so threads overlap them:
-    on 2 cores ResNet-50's sm_80 + sm_90 + PTX + host build take the time of
-    the longest pair instead of the sum. The PTX comes out of the sm_XY compile
-    of the same number (compile_device_with_ptx), one NVRTC run less. times['nvrtc'] is the wall time until
-    the last device target is done, times['host'] the host build's own time.
-    Returns (cubins, resources, ptx, host_lib).
+    NVRTC releases the GIL and g++ is a subprocess, so threads overlap them with each
+    other and with the caller's own work until `finish` (the launch plan, which copies
+    the weights): on 2 cores the targets take the time of the longest pair instead of
+    the sum. The PTX comes out of the sm_XY compile of the same number
+    (compile_device_with_ptx), one NVRTC run less. Leaving the `with` block waits for
+    every build, so an error in the caller's work leaves no compiler running.
     """
-    from concurrent.futures import ThreadPoolExecutor
 
-    from aotc.kernels.nvrtc_compile import compile_device, compile_device_with_ptx
-    from aotc.kernels.resources import check_kernels
-    targets = list(cubin_archs) + ([ptx_arch] if ptx_arch else [])
-    # the PTX for compute_XY comes out of the sm_XY compile when both are asked for
-    twin = "sm_" + ptx_arch[len("compute_"):] if ptx_arch.startswith("compute_") else None
-    twin = twin if twin in cubin_archs else None
-    start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(2, min(len(targets) + 1, os.cpu_count() or 2))) as pool:
-        if targets:
-            say(f"compiling {len(names)} kernels for {', '.join(targets)}")
-        both = pool.submit(compile_device_with_ptx, source, twin, fast_compile=fast_compile) if twin else None
-        device = {t: pool.submit(compile_device, source, t, fast_compile=fast_compile)
-                  for t in targets if not (twin and t in (twin, ptx_arch))}
-        host_job = None
-        if host:
-            say("building the host (cpu device) library")
+    def __init__(self, kernels, source, names, cubin_archs, ptx_arch, host, host_lib, say, fast_compile=False):
+        self.kernels, self.source, self.names = kernels, source, names
+        self.cubin_archs, self.ptx_arch, self.host, self.host_lib = list(cubin_archs), ptx_arch, host, host_lib
+        self.say, self.fast_compile = say, fast_compile
+        self.targets = self.cubin_archs + ([ptx_arch] if ptx_arch else [])
+        # the PTX for compute_XY comes out of the sm_XY compile when both are asked for
+        twin = "sm_" + ptx_arch[len("compute_"):] if ptx_arch.startswith("compute_") else None
+        self.twin = twin if twin in self.cubin_archs else None
+
+    def __enter__(self):
+        from concurrent.futures import ThreadPoolExecutor
+
+        from aotc.kernels.nvrtc_compile import compile_device, compile_device_with_ptx
+        self.pool = ThreadPoolExecutor(max_workers=max(2, min(len(self.targets) + 1, os.cpu_count() or 2)))
+        self.start = time.perf_counter()
+        src, fast, twin = self.source, self.fast_compile, self.twin
+        if self.targets:
+            self.say(f"compiling {len(self.names)} kernels for {', '.join(self.targets)}")
+        self.both = self.pool.submit(_timed, compile_device_with_ptx, src, twin, fast_compile=fast) if twin else None
+        self.device = {t: self.pool.submit(_timed, compile_device, src, t, fast_compile=fast)
+                       for t in self.targets if not (twin and t in (twin, self.ptx_arch))}
+        self.host_job = None
+        if self.host:
+            self.say("building the host (cpu device) library")
             from aotc.kernels.host_compile import compile_host
-            host_job = pool.submit(_timed, host_lib or compile_host, source, names)
+            self.host_job = self.pool.submit(_timed, self.host_lib or compile_host, src, self.names)
+        return self
+
+    def finish(self, times: dict):
+        """(cubins, resources, ptx, host library); times['nvrtc'] is the wall time from the start until
+        the last device target was done, times['host'] the host build's own time."""
+        from aotc.kernels.resources import check_kernels
         cubins, resources = {}, {}     # resources: arch -> kernel -> registers, static_smem, local_bytes
-        for a in cubin_archs:
-            cubins[a] = both.result()[0] if a == twin else device[a].result()
+        for a in self.cubin_archs:
+            cubins[a] = self.both.result()[0][0] if a == self.twin else self.device[a].result()[0]
             # Reject here what could not launch there (registers, shared memory, geometry).
-            usage = check_kernels(kernels, a, cubins[a])
-            resources[a] = {n: usage[n].as_dict() for n in names}
+            usage = check_kernels(self.kernels, a, cubins[a])
+            resources[a] = {n: usage[n].as_dict() for n in self.names}
         ptx = b""
-        if ptx_arch:
-            ptx = both.result()[1] if twin else device[ptx_arch].result()
-            check_kernels(kernels, ptx_arch)
-        if targets:
-            times["nvrtc"] = time.perf_counter() - start
+        if self.ptx_arch:
+            ptx = self.both.result()[0][1] if self.twin else self.device[self.ptx_arch].result()[0]
+            check_kernels(self.kernels, self.ptx_arch)
+        jobs = list(self.device.values()) + ([self.both] if self.both else [])
+        if jobs:
+            times["nvrtc"] = max(j.result()[2] for j in jobs) - self.start
         lib = b""
-        if host_job is not None:
-            lib, times["host"] = host_job.result()
-    return cubins, resources, ptx, lib
+        if self.host_job is not None:
+            lib, times["host"], _ = self.host_job.result()
+        return cubins, resources, ptx, lib
+
+    def __exit__(self, *exc):
+        self.pool.shutdown(wait=True)
+        return False
 
 
 def compile(model, output=None, *, arch=None, host: bool = True, **kw):

@@ -4,25 +4,35 @@ IREE is a yardstick, not a dependency: it lives in a venv of its own.
 
     python3 -m venv /work/iree-venv
     /work/iree-venv/bin/pip install 'iree-base-compiler==3.13.*' onnx
-    python -m bench.compile_vs_iree --iree /work/iree-venv [model ...]
+    python -m bench.compile_vs_iree --iree /work/iree-venv [--repeat 3] [model ...]
 
 For each model (aotc/bench/models/real.py; MobileNetV2 and ResNet-50 by default)
 the builder's ONNX file is written once, then each compile runs in a fresh
-process, one after the other, so all share the same (loaded) machine:
+process, one after the other, so all share the same (loaded) machine; a round
+runs every compiler once, and --repeat rounds give each one's median:
 
 - aotc: `aotc compile` with the default targets (sm_80 and sm_90 cubins,
-  compute_90 PTX, the host library) and a fresh kernel cache;
-- aotc sm_80: `--arch sm_80 --no-host`, the one target IREE builds here;
+  compute_90 PTX; the host library is left to the engine's first cpu run)
+  and a fresh kernel cache;
+- aotc +host: the same with `--host`, the host library built and embedded
+  (what a default compile did before it was left to the first cpu run);
+- aotc sm_80: `--arch sm_80`, the one target IREE builds here;
 - IREE: `iree-import-onnx` (ONNX to MLIR) plus `iree-compile
   --iree-hal-target-backends=cuda --iree-cuda-target=sm_80` (MLIR to a .vmfb
   holding PTX), each stage's time shown and their sum compared.
 
 Wall-clock seconds of the whole process, Python start-up included on both
-sides. The IREE venv comes from --iree PATH or $IREE_VENV.
+sides (aotc's modules byte-compiled first, as `pip install` leaves them and as
+IREE's importer has them: an editable checkout under PYTHONDONTWRITEBYTECODE
+would otherwise recompile its ~130 modules in every process), and the CPU seconds (user + system, children included) beside them:
+on a machine others share, CPU time moves less with the load than wall time.
+The IREE venv comes from --iree PATH or $IREE_VENV.
 """
 from __future__ import annotations
 
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,71 +64,98 @@ def iree_commands(tools, onnx_path, work) -> list[list[str]]:
              "--iree-cuda-target=sm_80", "-o", str(vmfb)]]
 
 
-def aotc_command(onnx_path, engine, targets: str = "default") -> list[str]:
-    """`aotc compile` through this interpreter; targets 'sm_80' adds --arch sm_80 --no-host."""
+AOTC_CONFIGS = {"aotc": [], "aotc +host": ["--host"], "aotc sm_80": ["--arch", "sm_80"]}
+
+
+def aotc_command(onnx_path, engine, config: str = "aotc") -> list[str]:
+    """`aotc compile` through this interpreter, with the flags of AOTC_CONFIGS[config]."""
     cmd = [sys.executable, "-c", "from aotc.cli.main import main; main()", "compile", str(onnx_path),
            "-o", str(engine), "-q"]
-    return cmd + (["--arch", "sm_80", "--no-host"] if targets == "sm_80" else [])
+    return cmd + AOTC_CONFIGS[config]
 
 
-def timed(cmd, env=None) -> tuple[float, str]:
-    """(wall seconds, '' or the failure's last stderr line) of one process."""
-    t0 = time.perf_counter()
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd, env=None) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds, '' or the failure's last stderr line) of one process."""
+    t0, c0 = time.perf_counter(), _children_cpu()
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if res.returncode != 0:
         lines = (res.stderr or res.stdout).strip().splitlines() or [f"exit {res.returncode}"]
-        return seconds, lines[-1][:160]
-    return seconds, ""
+        return seconds, cpu, lines[-1][:160]
+    return seconds, cpu, ""
 
 
 def aotc_times(onnx_path, work) -> tuple[dict, dict]:
-    """({label: seconds}, {label: error}) for aotc with its default targets and with IREE's (sm_80, no host)."""
+    """({label: seconds, label + ' cpu': CPU seconds}, {label: error}) for each of AOTC_CONFIGS."""
     out, errors = {}, {}
-    for label, targets in (("aotc", "default"), ("aotc sm_80", "sm_80")):
+    for label in AOTC_CONFIGS:
         with tempfile.TemporaryDirectory(dir=work) as cache:
             env = dict(os.environ, AOTC_CACHE_DIR=cache)
-            out[label], err = timed(aotc_command(onnx_path, Path(cache) / "model.engine", targets), env)
+            out[label], out[label + " cpu"], err = timed(aotc_command(onnx_path, Path(cache) / "model.engine", label),
+                                                         env)
         if err:
             errors[label] = err
     return out, errors
 
 
 def iree_times(onnx_path, tools, work) -> tuple[dict, dict]:
-    """({'iree import', 'iree compile', 'iree': their sum}, {'iree': error}); NaN for what did not finish."""
-    stages, errors = [], {}
+    """({'iree import', 'iree compile', 'iree': their sum, 'iree cpu'}, {'iree': error}); NaN for what did not finish."""
+    stages, cpu, errors = [], 0.0, {}
     for cmd in iree_commands(tools, onnx_path, work):
-        seconds, err = timed(cmd)
+        seconds, used, err = timed(cmd)
         stages.append(seconds)
+        cpu += used
         if err:
             errors["iree"] = err
             break
     nan = float("nan")
     out = {"iree import": stages[0], "iree compile": stages[1] if len(stages) > 1 else nan,
-           "iree": sum(stages) if not errors else nan}
+           "iree": sum(stages) if not errors else nan, "iree cpu": cpu if not errors else nan}
     return out, errors
 
 
-def compare(onnx_path, tools, work) -> dict:
-    """Seconds per compiler for one ONNX file, one after the other; 'errors' holds what failed."""
-    aotc, aotc_errors = aotc_times(onnx_path, work)
-    iree, iree_errors = iree_times(onnx_path, tools, work)
-    return {**aotc, **iree, "errors": {**aotc_errors, **iree_errors}}
+def compare(onnx_path, tools, work, repeat: int = 1) -> dict:
+    """Median seconds per compiler for one ONNX file over `repeat` rounds; 'errors' holds what failed."""
+    rounds, errors = [], {}
+    for _ in range(repeat):
+        aotc, aotc_errors = aotc_times(onnx_path, work)
+        iree, iree_errors = iree_times(onnx_path, tools, work)
+        rounds.append({**aotc, **iree})
+        errors.update(aotc_errors)
+        errors.update(iree_errors)
+    return {k: statistics.median(r[k] for r in rounds) for k in rounds[0]} | {"errors": errors, "rounds": repeat}
 
 
 def format_row(name: str, r: dict) -> str:
     def over(a):
         return r["iree"] / r[a] if r[a] > 0 else float("nan")
-    line = (f"{name:<13} {r['aotc']:>7.1f} {r['aotc sm_80']:>10.1f} {r['iree import']:>12.1f} "
-            f"{r['iree compile']:>13.1f} {r['iree']:>7.1f} {over('aotc'):>11.2f} {over('aotc sm_80'):>11.2f}")
+    line = (f"{name:<13} {r['aotc']:>7.1f} {r['aotc +host']:>10.1f} {r['aotc sm_80']:>10.1f} {r['iree import']:>12.1f} "
+            f"{r['iree compile']:>13.1f} {r['iree']:>7.1f} {over('aotc'):>11.2f} {over('aotc +host'):>11.2f} "
+            f"{r['aotc cpu']:>9.1f} {r['iree cpu']:>9.1f}")
     return line + "".join(f"\n    {k} failed: {v}" for k, v in r["errors"].items())
 
 
-HEADER = (f"{'model':<13} {'aotc s':>7} {'aotc sm_80':>10} {'iree import':>12} {'iree compile':>13} "
-          f"{'iree s':>7} {'iree / aotc':>11} {'iree / sm_80':>11}")
+HEADER = (f"{'model':<13} {'aotc s':>7} {'aotc +host':>10} {'aotc sm_80':>10} {'iree import':>12} "
+          f"{'iree compile':>13} {'iree s':>7} {'iree / aotc':>11} {'iree / +host':>11} {'aotc cpu':>9} {'iree cpu':>9}")
 
 
-def main(names=None, venv=None) -> None:
+def byte_compile_aotc() -> None:
+    """Write aotc's .pyc files, as an installed wheel has them (compileall writes them whatever
+    PYTHONDONTWRITEBYTECODE says; the processes timed then only read them)."""
+    import compileall
+
+    import aotc
+    import aotc.cli
+    for folder in {Path(p) for pkg in (aotc, aotc.cli) for p in pkg.__path__}:
+        compileall.compile_dir(str(folder), quiet=1)
+
+
+def main(names=None, venv=None, repeat: int = 3) -> None:
     from aotc.bench.models.real import REAL_MODELS
     if not venv:
         raise IreeMissing("no IREE venv: pass --iree PATH or set IREE_VENV")
@@ -129,18 +166,21 @@ def main(names=None, venv=None) -> None:
         raise IreeMissing(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(REAL_MODELS)}")
     version = subprocess.run([str(tools["iree-compile"]), "--version"], capture_output=True, text=True)
     said = [l.strip() for l in (version.stdout + version.stderr).splitlines() if "version" in l.lower()]
+    byte_compile_aotc()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"IREE: {said[0] if said else '?'}; cpus: {os.cpu_count()}, load average {load}; "
-          "wall seconds, one process each, cold caches")
+          f"wall seconds, one process each, cold caches, median of {repeat} rounds")
     print(HEADER)
     with tempfile.TemporaryDirectory() as work:
         for name in names:
             model, _ = REAL_MODELS[name]()
             path = Path(work) / f"{name}.onnx"
             path.write_bytes(model.SerializeToString())
-            print(format_row(name, compare(path, tools, work)), flush=True)
-    print("aotc: sm_80 + sm_90 cubins, compute_90 PTX and the host library; aotc sm_80: --arch sm_80 --no-host;"
-          " iree: iree-import-onnx + iree-compile --iree-hal-target-backends=cuda --iree-cuda-target=sm_80")
+            print(format_row(name, compare(path, tools, work, repeat)), flush=True)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load average at the end {load}. aotc: sm_80 + sm_90 cubins and compute_90 PTX, the host library left to "
+          "the first cpu run; +host: --host (built and embedded); aotc sm_80: --arch sm_80; iree: iree-import-onnx + "
+          "iree-compile --iree-hal-target-backends=cuda --iree-cuda-target=sm_80; cpu: user + system seconds")
 
 
 def _cli(args) -> int:
@@ -155,8 +195,16 @@ def _cli(args) -> int:
             return 2
         venv = args[i + 1]
         args = args[:i] + args[i + 2:]
+    repeat = 3
+    if "--repeat" in args:
+        i = args.index("--repeat")
+        if i + 1 >= len(args) or not args[i + 1].isdigit() or int(args[i + 1]) < 1:
+            print("error: --repeat needs a positive count", file=sys.stderr)
+            return 2
+        repeat = int(args[i + 1])
+        args = args[:i] + args[i + 2:]
     try:
-        main([a for a in args if not a.startswith("-")], venv)
+        main([a for a in args if not a.startswith("-")], venv, repeat)
     except IreeMissing as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -17,15 +17,14 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
+from aotc.bench.measure import median_us
 from aotc.package import runtime_binding as rb
 from aotc.package.engine_format import write_engine
 from aotc.package.plan import BufferRef, EnginePlan, Launch, TensorSpec
@@ -51,15 +50,6 @@ def empty_engine(tmp: Path) -> Path:
                       host_lib=(tmp / "k.so").read_bytes())
     write_engine(plan, tmp / "empty.engine")
     return tmp / "empty.engine"
-
-
-def median_us(fn, n: int) -> float:
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter_ns()
-        fn()
-        times.append(time.perf_counter_ns() - t0)
-    return statistics.median(times) / 1e3
 
 
 def main() -> int:

@@ -19,13 +19,12 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from aotc.bench.measure import median_us
 from aotc.package import runtime_binding as rb
 from aotc.package.engine_format import write_engine
 from aotc.package.plan import BufferRef, DimSpec, EnginePlan, Launch, Reg, ShapeOp, TensorSpec
@@ -60,15 +59,6 @@ def synthetic_plan(launches: int, host_lib: bytes) -> EnginePlan:
         outputs=[TensorSpec("y", "f32", shape + (8,), (64, 512, 8))], arena_size=0, weights=b"",
         launches=launch_rows, dims=[DimSpec("batch", 1, 64), DimSpec("seq", 1, 512)], program=ops,
         host_lib=host_lib)
-
-
-def median_us(fn, n: int) -> float:
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter_ns()
-        fn()
-        times.append(time.perf_counter_ns() - t0)
-    return statistics.median(times) / 1e3
 
 
 def main() -> int:

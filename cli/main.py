@@ -66,7 +66,10 @@ def _human(n: int) -> str:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Engine file to write.")
 @click.option("--arch", default="sm_80,sm_90",
               help="Comma-separated targets: sm_XX cubins, compute_XX PTX (default: sm_80,sm_90 + PTX for the newest).")
-@click.option("--no-host", is_flag=True, help="Skip the host build (the engine then cannot run on the cpu device).")
+@click.option("--host/--no-host", "embed_host", default=False, show_default=True,
+              help="Embed the host (cpu device) library now. By default it is built on the engine's first "
+                   "cpu run through aotc's Python binding (from the kernel source the engine carries, cached); "
+                   "the C runtime alone needs it embedded.")
 @click.option("--dump-passes", type=click.Path(file_okay=False), default=None, help="Dump the graph after every pass here.")
 @click.option("--disable-pass", multiple=True, help="Disable a graph pass by name (repeatable).")
 @click.option("--precision", type=click.Choice(["fp32", "tf32", "fp16", "bf16"]), default="fp32", show_default=True,
@@ -90,7 +93,7 @@ def _human(n: int) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 @handle_errors
-def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precision, keep_fp32, layout, input_shape,
+def compile_cmd(model, output, arch, embed_host, dump_passes, disable_pass, precision, keep_fp32, layout, input_shape,
                 dynamic, fast_compile, split_k, report, explain, as_json, quiet):
     """Compile MODEL (.onnx) into one engine file."""
     import os
@@ -103,7 +106,7 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precisi
 
     t0 = time.perf_counter()
     keep = [k.strip() for k in keep_fp32.split(",") if k.strip()]
-    result = aotc_compile(model, output, arch=arch, host=not no_host, dump_dir=dump_passes,
+    result = aotc_compile(model, output, arch=arch, host=embed_host, dump_dir=dump_passes,
                           disabled=disable_pass, progress=progress, precision=precision, keep_fp32=keep,
                           layout=layout, input_shapes=_parse_input_shapes(input_shape), fast_compile=fast_compile,
                           split_k=split_k, dynamic=_parse_dynamic(dynamic))
@@ -116,6 +119,7 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precisi
     if explain:
         from aotc.fusion.regions import explain as explain_region
         s["fusion"] = [explain_region(r) for r in result.regions]
+        s["quantization"] = _quantization(result.graph_imported, disable_pass)
     if as_json:
         click.echo(json.dumps(s, indent=2))
         return
@@ -139,13 +143,35 @@ def compile_cmd(model, output, arch, no_host, dump_passes, disable_pass, precisi
     modelled_bytes = sum(launch.bytes for launch in p.launches)
     modelled_flops = sum(launch.flops for launch in p.launches)
     click.echo(f"  modelled   {_human(modelled_bytes)} moved, {modelled_flops / 1e6:.2f} MFLOP per inference")
-    targets = sorted(p.cubins) + ([f"PTX {p.ptx_arch}"] if p.ptx_arch else []) + (["host"] if p.host_lib else [])
-    click.echo(f"  targets    {', '.join(targets) or 'none'}")
+    targets = sorted(p.cubins) + ([f"PTX {p.ptx_arch}"] if p.ptx_arch else [])
+    host = {"embedded": "host library embedded", "on first cpu run": "host library on first cpu run (--host embeds it)",
+            "none": "no host library"}[s["host_library"]]
+    click.echo(f"  targets    {', '.join(targets) or 'no GPU code'}; {host}")
     click.echo(f"  engine     {_human(s['engine_bytes'])}")
     click.echo("  time       " + ", ".join(f"{k} {v:.2f}s" for k, v in s["stage_seconds"].items())
                + f" (total {s['total_seconds']:.2f}s)")
     if explain:
+        _echo_quantization(s["quantization"])
         _echo_fusion(s["fusion"])
+
+
+def _quantization(graph, disabled) -> dict[str, str]:
+    """Per Conv/MatMul/Gemm with a dequantized operand: 'int8', 'fp8' or 'float: <why>'."""
+    from aotc.hlo_passes.quantize import decisions
+    found = decisions(graph)
+    if "quantize" in disabled:
+        return {k: "float: pass 'quantize' is disabled" for k in found}
+    return found
+
+
+def _echo_quantization(found: dict[str, str]) -> None:
+    if not found:
+        return
+    integer = sum(not v.startswith("float") for v in found.values())
+    click.echo(f"  quantized  {integer} of {len(found)} dot/conv nodes with Q/DQ operands run in int8/fp8")
+    for name, how in found.items():
+        if how.startswith("float"):
+            click.echo(f"             {name}: {how}")
 
 
 def _echo_fusion(regions: list[dict], shown: int = 6) -> None:
@@ -185,44 +211,24 @@ def _parse_input_shapes(specs) -> dict[str, tuple[int, ...]]:
 
 
 def _random_inputs(specs, seed=0):
-    import numpy as np
-    rng = np.random.default_rng(seed)
-    out = {}
-    for spec in specs:
-        from aotc.ir import dtypes
-        dt = dtypes.from_name(spec.dtype)
-        if dt.is_float:
-            a = rng.standard_normal(spec.shape).astype(dt.np)
-        elif dt.name == "bool":
-            a = rng.random(spec.shape) < 0.5
-        else:
-            a = rng.integers(0, 8, spec.shape).astype(dt.np)
-        out[spec.name] = a
-    return out
+    from aotc.package.sample_inputs import random_inputs
+    return random_inputs(specs, seed)
 
 
 def _load_inputs(path, specs):
-    import numpy as np
-
-    from aotc.errors import InputError
-    try:
-        data = np.load(path, allow_pickle=False)
-    except Exception as e:  # noqa: BLE001
-        raise InputError(f"cannot read inputs from {path}: {e}") from None
-    names = [s.name for s in specs]
-    missing = [n for n in names if n not in data]
-    if missing:
-        raise InputError(f"{path} lacks input(s) {missing}; the engine's inputs are {names}")
-    return {n: data[n] for n in names}
+    from aotc.cli.npz_io import read_inputs
+    return read_inputs(path, specs)
 
 
 @main.command("run")
 @click.argument("engine", type=click.Path(exists=True, dir_okay=False))
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--inputs", "inputs_path", type=click.Path(exists=True, dir_okay=False), default=None,
-              help=".npz with one array per input name (random inputs when omitted).")
+              help=".npz with one array per input name (random inputs when omitted). bfloat16/float8/int4 "
+                   "arrays saved by numpy (raw |V2 or |V1 bytes) are read as the input's dtype.")
 @click.option("--outputs", "outputs_path", type=click.Path(dir_okay=False), default=None,
-              help="Write outputs to this .npz, keyed by output name.")
+              help="Write outputs to this .npz, keyed by output name. bfloat16/float8/int4 outputs are stored "
+                   "as raw bytes: np.load(path)[name].view(ml_dtypes.bfloat16) (or float8_e4m3fn, int4, ...).")
 @click.option("--seed", default=0, show_default=True, help="Seed for random inputs.")
 @click.option("--iterations", default=1, show_default=True, help="Run this many times; report the median time.")
 @click.option("--dim", "dims", multiple=True, metavar="NAME=INT",
@@ -262,7 +268,8 @@ def run_cmd(engine, device, inputs_path, outputs_path, seed, iterations, sanitiz
         stats = f"min {af.min():.6g} max {af.max():.6g} mean {af.mean():.6g}" if a.size else "empty"
         click.echo(f"  {name}: {a.dtype}{list(a.shape)}  {stats}")
     if outputs_path:
-        np.savez(outputs_path, **outputs)
+        from aotc.cli.npz_io import write_outputs
+        write_outputs(outputs_path, outputs)
         click.echo(f"  outputs written to {outputs_path}")
 
 

@@ -73,6 +73,16 @@ def time_runs(run, input_sets: list, iterations: int, warmup: int, sync=None,
     return Timing(samples)
 
 
+def median_us(fn, n: int) -> float:
+    """Median wall time of n calls of fn, in microseconds: for host-side costs of a few microseconds."""
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - t0)
+    return float(np.median(samples)) / 1e3
+
+
 def max_errors(outputs: list[np.ndarray], reference: list[np.ndarray]) -> tuple[float, float]:
     """(max abs error, max relative error) over all outputs.
 

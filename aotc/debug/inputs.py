@@ -10,21 +10,12 @@ import numpy as np
 
 from aotc.errors import InputError
 from aotc.ir import dtypes
+from aotc.package import sample_inputs
 
 
 def random_inputs(specs, seed: int = 0) -> dict[str, np.ndarray]:
-    """One array per (name, dtype name, shape) spec."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for spec in specs:
-        dt = dtypes.from_name(spec.dtype)
-        if dt.is_float:
-            out[spec.name] = rng.standard_normal(spec.shape).astype(dt.np)
-        elif dt.name == "bool":
-            out[spec.name] = rng.random(spec.shape) < 0.5
-        else:
-            out[spec.name] = rng.integers(0, 2, spec.shape).astype(dt.np)
-    return out
+    """One array per (name, dtype name, shape) spec; integers in [0, 2)."""
+    return sample_inputs.random_inputs(specs, seed, int_high=2)
 
 
 def read_npz(path) -> dict[str, np.ndarray]:

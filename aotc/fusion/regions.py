@@ -264,6 +264,11 @@ def _absorb_refusal(p: Node, v: Value, restricted, anchor, allow_rows: bool, roo
     if restricted is not None and not prologue_accepts(rule_for(restricted), p.op):
         return (f"{p.op} '{p.name}' not fused: a {rule_for(restricted).kind} operand prologue takes only index math "
                 f"and casts (computed by another kernel)")
+    if (restricted is not None or root.op in ("reduce_window", "reduce")) and p.op == "convert" and \
+            v.dtype.itemsize == 1 < p.inputs[0].dtype.itemsize:
+        # a requantize to 8 bits is cheapest where its input is computed (an int8 conv's epilogue): the
+        # producer stores the 8-bit value, and a GEMM operand or a pooling window reads 1 byte, not 4
+        return f"convert '{p.name}' not fused: a cast to 8 bits stays with its producer, which stores the 8-bit value"
     if v in outputs:
         return f"{p.op} '{p.name}' not fused: graph output"
     exclusive = all(u in members for u in users.get(v, [])) or (shared is not None and shared(v))

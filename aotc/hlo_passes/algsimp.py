@@ -11,7 +11,8 @@ Guarantees (each rewrite gives the same values, bit for bit, except where noted)
 - transpose of transpose composes into one transpose (or none), reshape of
   reshape into one reshape, broadcast of broadcast into one broadcast;
 - convert of convert becomes one convert when the middle type holds every
-  value of the source type exactly (i8 -> i32 -> f32, f16 -> f32 -> f16);
+  value of the source type exactly (i8 -> i32 -> f32, f16 -> f32 -> f16,
+  float8 -> f16 -> f32);
 - a constant-valued operand (a constant whose elements are all equal) read
   through reshape/transpose/broadcast/slice becomes a broadcast of one 0-d
   constant, which CSE merges and kernels inline as a literal;
@@ -37,15 +38,27 @@ from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Node, Value
 
 # source dtype -> dtypes that hold each of its values exactly
+_FLOATS_16 = {"f16", "bf16", "f32", "f64"}
 _EXACT_WIDER = {
-    "bool": {"bool", "u8", "i8", "i32", "i64", "f16", "bf16", "f32"},
-    "u8": {"u8", "i32", "i64", "f16", "bf16", "f32"},
-    "i8": {"i8", "i32", "i64", "f16", "bf16", "f32"},
-    "i32": {"i32", "i64"},
+    "bool": set(dtypes.BY_NAME),
+    "u2": {"u2", "u4", "u8", "u16", "u32", "u64", "i4", "i8", "i16", "i32", "i64"} | _FLOATS_16,
+    "i2": {"i2", "i4", "i8", "i16", "i32", "i64"} | _FLOATS_16,
+    "f4e2m1fn": {"f4e2m1fn"} | _FLOATS_16,
+    "u4": {"u4", "u8", "u16", "u32", "u64", "i8", "i16", "i32", "i64"} | _FLOATS_16,
+    "i4": {"i4", "i8", "i16", "i32", "i64"} | _FLOATS_16,
+    "u8": {"u8", "u16", "u32", "u64", "i16", "i32", "i64"} | _FLOATS_16,
+    "i8": {"i8", "i16", "i32", "i64"} | _FLOATS_16,
+    "u16": {"u16", "u32", "u64", "i32", "i64", "f32", "f64"},
+    "i16": {"i16", "i32", "i64", "f32", "f64"},
+    "u32": {"u32", "u64", "i64", "f64"},
+    "i32": {"i32", "i64", "f64"},
+    "u64": {"u64"},
     "i64": {"i64"},
-    "f16": {"f16", "f32"},
-    "bf16": {"bf16", "f32"},
-    "f32": {"f32"},
+    "f16": {"f16", "f32", "f64"},
+    "bf16": {"bf16", "f32", "f64"},
+    "f32": {"f32", "f64"},
+    "f64": {"f64"},
+    **{d.name: {d.name} | _FLOATS_16 for d in dtypes.FLOAT8},   # f16's range and subnormals hold every float8
 }
 
 
@@ -225,7 +238,8 @@ class _Simplifier:
             return None
         if src.dtype == n.outputs[0].dtype:
             return src
-        return self.rw.add("convert", src, name=n.name, dtype=n.attrs["dtype"])
+        sat = {"saturate": True} if n.attrs.get("saturate") else {}   # the middle type held src exactly
+        return self.rw.add("convert", src, name=n.name, dtype=n.attrs["dtype"], **sat)
 
     def _splat_through(self, n, x):
         """An injective op of a constant-valued tensor: a broadcast of one 0-d constant."""

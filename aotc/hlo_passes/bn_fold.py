@@ -22,7 +22,8 @@ The result is equal to the unfolded graph up to rounding: W * S rounds once
 per weight where the unfolded graph rounded once per output; tests compare
 with rtol 1e-5. Exact when S is all ones (bias merging only).
 
-Leaves alone: chains through a value with several users or that is a graph
+Leaves alone: int8/fp8 anchors (`out_dtype`: their scale epilogue stays an
+epilogue), chains through a value with several users or that is a graph
 output (the intermediate is observable), non-constant weights, weights shared
 by several convs/matmuls (folding would change the other user), per-element
 (not per-channel) constants, and a lone bias add (nothing to merge).
@@ -38,6 +39,8 @@ from aotc.ir.graph import Graph, Node, Value
 
 def _channel_axes(n: Node) -> tuple[int, int] | None:
     """(output channel axis, weight channel axis) of a foldable anchor, else None."""
+    if n.attrs.get("out_dtype"):     # int8/fp8 weights: scaling them would requantize, and lose, the weights
+        return None
     if n.op == "convolution":
         last = n.attrs.get("layout", "NCHW") == "NHWC"
         return (n.outputs[0].type.rank - 1 if last else 1), 0

@@ -18,13 +18,17 @@ dim as rows, and computes each of them on the unmerged value instead:
   (B*S, D));
 - reshapes that keep the row dim (keepdims), and the reshape back to x's shape,
   which disappears;
-- a dot_general with the view as lhs, no batch dims and the row dim free.
+- a dot_general with the view as lhs, no batch dims and the row dim free;
+- a dot_general batched over the merged dim alone whose operands are both views
+  of the same rows (BLOOM's (B*H, S, D) attention), batched over the unmerged
+  dims instead; a broadcast operand whose first dim follows the rows (its ALiBi
+  bias) is viewed unmerged too.
 
 Guarantee (exact, pure data movement): each rewritten op keeps its original
 result Value, now a reshape of the unviewed op (DCE removes it when nothing else
 reads it), so ops that do not treat the rows as rows still see the view.
 Leaves alone: views that split or touch a trailing dim (`(B, S, D) -> (B, S*D)`),
-single-dim "merges", batched dots, and an op with any operand it cannot unview.
+single-dim "merges", dots batched otherwise, and an op with any operand it cannot unview.
 """
 from __future__ import annotations
 
@@ -90,8 +94,10 @@ class _Unviewer:
             a["broadcast_dimensions"] = tuple(range(len(lead))) + tuple(d + k for d in dims[1:])
             a["shape"] = shape
             return self._emit(n, [self.full[self.rw.get(n.inputs[0])]], a)
+        if n.op == "dot_general" and a["lhs_batch"]:
+            return self._batched_dot(n, lead, a)
         if n.op == "dot_general":
-            if a["lhs_batch"] or a["rhs_batch"] or 0 in a["lhs_contract"] or self._lead(n.inputs[1]) is not None:
+            if a["rhs_batch"] or 0 in a["lhs_contract"] or self._lead(n.inputs[1]) is not None:
                 return False
             a["lhs_contract"] = tuple(d + k for d in a["lhs_contract"])
             return self._emit(n, [self.full[self.rw.get(n.inputs[0])], self.rw.get(n.inputs[1])], a)
@@ -101,6 +107,18 @@ class _Unviewer:
         if any(x is None for x in ins):
             return False
         return self._emit(n, [x() if callable(x) else x for x in ins], a)
+
+    def _batched_dot(self, n: Node, lead, a) -> bool:
+        """A dot batched over the merged dim alone, both operands views of the same rows: batched over
+        the unmerged dims (BLOOM's Q·K and P·V on (B*H, S, D) views of (B, H, S, D))."""
+        if tuple(a["lhs_batch"]) != (0,) or tuple(a["rhs_batch"]) != (0,) \
+                or any(self._lead(v) != lead for v in n.inputs):
+            return False
+        k = len(lead) - 1
+        batch = tuple(range(len(lead)))
+        a.update(lhs_batch=batch, rhs_batch=batch, lhs_contract=tuple(d + k for d in a["lhs_contract"]),
+                 rhs_contract=tuple(d + k for d in a["rhs_contract"]))
+        return self._emit(n, [self.full[self.rw.get(v)] for v in n.inputs], a)
 
     def _operand(self, v: Value, lead, shape):
         """An elementwise op's operand, unviewed to `shape` (or a thunk making it), else None."""
@@ -122,7 +140,26 @@ class _Unviewer:
             dims = tuple(d + k for d in p.attrs["broadcast_dimensions"])
             return lambda: rw.add("broadcast_in_dim", rw.get(p.inputs[0]), name=p.name, shape=shape,
                                   broadcast_dimensions=dims)
+        if p is not None and p.op == "broadcast_in_dim" and p.attrs["broadcast_dimensions"][:1] == (0,):
+            return self._row_broadcast(p, lead, shape)
         return None
+
+    def _row_broadcast(self, p: Node, lead, shape):
+        """A broadcast whose operand's first dim follows the rows (BLOOM's ALiBi bias, (B*H, 1, S) ->
+        (B*H, S, S)) or is one for all rows: its operand viewed with the rows unmerged."""
+        rw = self.rw
+        src = rw.get(p.inputs[0])
+        rows = src.shape[0]
+        if rows not in (1, math.prod(lead)):
+            return None
+        k = len(lead) - 1
+        unmerged = (lead if rows > 1 else (1,) * len(lead)) + tuple(src.shape[1:])
+        dims = tuple(range(len(lead))) + tuple(d + k for d in p.attrs["broadcast_dimensions"][1:])
+
+        def make():
+            viewed = rw.add("reshape", src, name=p.name, shape=unmerged)
+            return rw.add("broadcast_in_dim", viewed, name=p.name, shape=shape, broadcast_dimensions=dims)
+        return make
 
     def _emit(self, n: Node, ins, attrs) -> bool:
         """The op on unviewed operands; its original result becomes a view of that."""

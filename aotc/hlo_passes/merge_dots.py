@@ -11,7 +11,9 @@ into the consumers as index math.
 Guarantees: results are unchanged up to float summation order (each output
 element is the same dot product). Siblings with a bias and siblings without
 one form two groups. Leaves alone: dots whose RHS is not a constant, batched
-dots, and dots whose result (or bias-add result) is a graph output.
+dots, dots whose result (or bias-add result) is a graph output, and integer /
+fp8 dots (`out_dtype`): each has its own scale epilogue, which stays fused
+into its own GEMM instead of reading a merged accumulator back.
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def _bias_of(d: Node, users, producer, constants, outputs):
 def _key(d: Node, constants):
     a = d.attrs
     w = constants.get(d.inputs[1])
-    if (w is None or w.ndim != 2 or a["lhs_batch"] or a["rhs_batch"] or len(a["lhs_contract"]) != 1
+    if (w is None or w.ndim != 2 or a.get("out_dtype") or a["lhs_batch"] or a["rhs_batch"] or len(a["lhs_contract"]) != 1
             or tuple(a["rhs_contract"]) not in ((0,), (1,))):
         return None
     # the free dim of the RHS must be the result's last dim: a single-LHS-free-dims dot

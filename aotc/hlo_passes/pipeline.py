@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Union
 
 from aotc.errors import AotcError, VerifyError
 from aotc.hlo_passes import (algsimp, bn_fold, constant_folding, cse, dce, dot_views, infer_shapes, layout, merge_dots,
-                              precision, transpose_sink)
+                              merge_reduces, precision, qdq_propagate, quantize, transpose_sink)
 from aotc.hlo_passes.verify import verify
 from aotc.ir.graph import Graph
 
@@ -65,12 +65,15 @@ register("infer-shapes", infer_shapes.run, "re-derive output types from the op t
 register("constant-folding", constant_folding.run, "evaluate nodes whose inputs are all constants")
 register("dce", dce.run, "remove nodes and constants that no graph output needs")
 register("cse", cse.run, "merge nodes with equal op, inputs and attributes, and equal constants")
+register("qdq-propagate", qdq_propagate.run, "move QuantizeLinear above max pools, reshapes, transposes and concats")
+register("quantize", quantize.run, "dot/conv of dequantized (Q/DQ) operands run in int8/fp8 with a scale epilogue")
 register("algsimp", algsimp.run, "local algebraic simplification (x*1, double transpose, x/c -> x*(1/c), ...)")
 register("dot-views", dot_views.run, "a GEMM on a (B*S, D) view of a (B, S, D) activation reads it unviewed")
 register("transpose-sink", transpose_sink.run, "sink transposes/reshapes below elementwise ops, fold them into dots")
 register("bn-fold", bn_fold.run, "fold per-channel scale/shift chains (batch norm, bias) into conv/matmul weights")
 register("layout-nhwc", layout.run, "run convolutions, pooling and their neighbours channels-last")
 register("merge-dots", merge_dots.run, "sibling matmuls on one activation (Q/K/V) become one wider GEMM")
+register("merge-reduces", merge_reduces.run, "per-head statistics of touching column windows (Q/K norms) as one reduction")
 register("precision", precision.run, "convert to fp16/bf16 keeping norms and softmax sums in f32 (configured)")
 
 LAYOUTS = ("nhwc", "nchw")
@@ -235,7 +238,8 @@ def default_pipeline(*, layout: str = "nhwc", precision: str = "fp32", keep_fp32
     """
     if layout not in LAYOUTS:
         raise AotcError(f"unknown layout '{layout}'; supported: {', '.join(LAYOUTS)}")
-    steps: list = ["verify", "infer-shapes", _simplify("simplify"), "merge-dots", "dce"]
+    steps: list = ["verify", "infer-shapes", "qdq-propagate", "quantize", _simplify("simplify"), "merge-dots",
+                   "merge-reduces", "dce"]
     if layout == "nhwc":
         steps += ["layout-nhwc", _simplify("after-layout")]
     configured = _precision_module.make(precision, keep_fp32)

@@ -116,7 +116,7 @@ def _out_elems(a, i, o):
 
 def _compute_dtype(x: np.ndarray) -> np.dtype:
     """Reduced-precision floats compute in f32 in the reference, like the kernels."""
-    return np.float32 if x.dtype in (np.float16, dtypes.bf16.np) else x.dtype
+    return dtypes.compute_np(x.dtype)
 
 
 def _float_unary(fn):
@@ -131,6 +131,21 @@ def _erf(x):
 
 def _sign(x):
     return np.sign(x)
+
+
+# int4/uint4/int2/uint2/float4 are storage types: ops whose result could leave their range refuse them
+# (kernels compute in a byte and would not wrap); max/min/compare/select/convert take them
+_NARROW_OK = {"max", "min"}
+
+
+def _narrow_guard(name, infer):
+    def guarded(attrs, ts):
+        out = infer(attrs, ts)
+        _check(name in _NARROW_OK or not ts[0].dtype.bits,
+               f"{ts[0].dtype} is a storage type: convert to a wider type before '{name}'")
+        return out
+    return guarded
+
 
 
 UNARY: dict[str, tuple[Callable, str]] = {
@@ -183,7 +198,7 @@ def _not_ref(attrs, x):
 for _name, (_fn, _kinds) in UNARY.items():
     _ref = _not_ref if _name == "not" else (
         _float_unary(_fn) if _kinds == "float" else (lambda f: lambda a, x: [f(x).astype(x.dtype)])(_fn))
-    _def(_name, ELEMENTWISE, _unary_infer(_kinds), _ref, _out_elems, 1)
+    _def(_name, ELEMENTWISE, _narrow_guard(_name, _unary_infer(_kinds)), _ref, _out_elems, 1)
 
 
 def _int_div(a, b):
@@ -203,8 +218,8 @@ def _int_rem(a, b):
 def _shift(fn, a, b):
     """Out-of-range shifts (negative, or the bit width or more) saturate as in ONNX and numpy:
     0, or -1 for a right shift of a negative value (C leaves them undefined; the kernels test)."""
-    big = (b < 0) | (b >= 8 * a.dtype.itemsize)
-    full = np.where(a < 0, -1, 0) if fn is np.right_shift else np.zeros_like(a)
+    big = (b < 0) | (b >= 8 * a.dtype.itemsize)   # int4/uint4 never reach here (the op table refuses them)
+    full = (np.where(a < 0, -1, 0) if fn is np.right_shift else np.zeros_like(a)).astype(a.dtype)   # u64: no float
     return np.where(big, full, fn(a, np.where(big, 0, b).astype(a.dtype))).astype(a.dtype)
 
 
@@ -256,7 +271,7 @@ def _binary_ref(name, fn):
 
 
 for _name, (_fn, _kinds) in BINARY.items():
-    _def(_name, ELEMENTWISE, _binary_infer(_kinds), _binary_ref(_name, _fn), _out_elems, 2)
+    _def(_name, ELEMENTWISE, _narrow_guard(_name, _binary_infer(_kinds)), _binary_ref(_name, _fn), _out_elems, 2)
 
 COMPARE = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
            "GT": np.greater, "GE": np.greater_equal}
@@ -302,13 +317,19 @@ def _convert_infer(attrs, ts):
 
 
 def _convert_ref(attrs, x):
+    """attrs['saturate'] (default False, as StableHLO) matters for float8 outputs only:
+    out-of-range values and +-inf go to +-max instead of inf/NaN (ONNX Cast's default)."""
     dt = dtypes.from_name(attrs["dtype"])
+    if dt.is_float8:
+        return [dtypes.to_float8(x, dt, bool(attrs.get("saturate", False)))]
     if dt.is_float or x.dtype == np.bool_ or dt == dtypes.boolean:
         return [x.astype(dt.np)]
-    # float -> int truncates toward zero, as C does
-    if x.dtype.kind == "f" or x.dtype == dtypes.bf16.np:
+    # float -> int truncates toward zero, as C does; int4/uint4 keep the low 4 bits (ml_dtypes, ONNX)
+    if dtypes.is_float_np(x.dtype):
         with np.errstate(invalid="ignore"):
             return [np.trunc(x.astype(np.float64)).astype(dt.np)]
+    if dt.bits and dtypes.from_numpy(x.dtype).is_narrow_int:
+        x = x.astype(np.int8)   # 2/4-bit -> 2/4-bit goes through a plain integer
     return [x.astype(dt.np)]
 
 
@@ -322,6 +343,10 @@ def bitcast_problem(src: DType, dst: DType) -> str | None:
     changes. f16 <-> bf16 is left out: kernels hold 16-bit floats in float
     while computing, and a NaN does not keep its bit pattern through that.
     """
+    if src.is_float8 != dst.is_float8 and src != dst:
+        return f"{src} -> {dst}: kernels hold float8 values in float, which does not keep NaN bit patterns"
+    if (src.bits or dst.bits) and src != dst:
+        return f"{src} -> {dst}: {src if src.bits else dst} holds {src.bits or dst.bits} bits in a byte"
     if src.itemsize != dst.itemsize:
         return f"element widths differ: {src} has {8 * src.itemsize} bits, {dst} has {8 * dst.itemsize}"
     if src != dst and src.is_float and dst.is_float:
@@ -515,13 +540,14 @@ def _reduce_infer(attrs, ts):
     _check(list(axes) == sorted(set(axes)) and all(0 <= a < t.rank for a in axes),
            f"axes {axes} must be sorted, unique and within rank {t.rank}")
     _check(t.dtype != dtypes.boolean, "cannot reduce bool")
+    _check(not t.dtype.bits, f"{t.dtype} is a storage type: convert to a wider type before reducing")
     return [TensorType(tuple(d for i, d in enumerate(t.shape) if i not in axes), t.dtype)]
 
 
 def _reduce_ref(attrs, x):
     fn = REDUCE_KINDS[attrs["kind"]]
     axes = tuple(attrs["axes"])
-    cd = np.float32 if x.dtype.kind == "f" or x.dtype == dtypes.bf16.np else x.dtype
+    cd = dtypes.compute_np(x.dtype) if dtypes.is_float_np(x.dtype) else x.dtype
     if not axes:
         return [x.copy()]
     if x.size == 0:   # an empty reduction yields the identity (max: -inf or the type's minimum)
@@ -533,7 +559,7 @@ def _reduce_ref(attrs, x):
 def _reduce_identity(kind: str, dt: np.dtype):
     if kind in ("sum", "prod"):
         return 0 if kind == "sum" else 1
-    if dt.kind == "f":
+    if dtypes.is_float_np(dt):
         return -np.inf if kind == "max" else np.inf
     return np.iinfo(dt).min if kind == "max" else np.iinfo(dt).max
 
@@ -757,6 +783,7 @@ def _window_infer(attrs, ts):
     win, st, pads, dil = (tuple(attrs["window"]), tuple(attrs["strides"]), attrs["padding"],
                           tuple(attrs["dilations"]))
     _check(attrs.get("kind") in WINDOW_KINDS, f"kind must be one of {WINDOW_KINDS}")
+    _check(not x.dtype.bits, f"{x.dtype} is a storage type: convert to a wider type before reduce_window")
     _check(len(win) == len(st) == len(pads) == len(dil) == x.rank, "window attributes need one entry per dim")
     shape = tuple(conv_out_dim(x.shape[i], win[i], st[i], pads[i][0], pads[i][1], dil[i]) for i in range(x.rank))
     _check(all(s >= 1 for s in shape), f"output shape {shape} is empty")
@@ -767,7 +794,7 @@ def _window_ref(attrs, x):
     win, st, pads, dil = (tuple(attrs["window"]), tuple(attrs["strides"]), attrs["padding"],
                           tuple(attrs["dilations"]))
     kind = attrs["kind"]
-    xf = x.astype(np.float32) if x.dtype.kind == "f" or x.dtype == dtypes.bf16.np else x
+    xf = x.astype(dtypes.compute_np(x.dtype)) if dtypes.is_float_np(x.dtype) else x
     init = -np.inf if kind == "max" else 0
     if kind == "max" and xf.dtype.kind in "iu":
         init = np.iinfo(xf.dtype).min

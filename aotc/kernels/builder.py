@@ -169,6 +169,13 @@ class KernelBuilder:
         val = em.value(root, idx)
         em.emit(store_expr("out", linear(idx, root.shape), val, root.dtype))
 
+    def _traffic(self):
+        """The kernel's modelled bytes: every parameter's touched bytes and the outputs (an expression of
+        the dynamic dims for a dynamic shape)."""
+        region = self.region
+        return sum(touched_bytes(v, region.nodes) for v in self.params) + region.root.type.nbytes \
+            + sum(v.type.nbytes for v in region.extra_roots)
+
     def finish(self, kind: str, slots: dict, grid, block, smem=0, split=None) -> Kernel:
         """The Kernel: template `<kind>.cu` filled with `slots` and the common ones (name, params, idx_t, what).
 
@@ -181,7 +188,7 @@ class KernelBuilder:
         if kind in split_k.GEMM_TEMPLATES:
             slots.setdefault("row_stats", "")          # a norm prologue's pre-pass (codegen_norm_prologue.py)
             B, M, N, K = (slots[key] for key in ("batch", "m", "n", "k"))
-            more, splits, _ = split_k.split_slots(kind, B, M, N, K, self.idx_t, self.split_k)
+            more, splits, _ = split_k.split_slots(kind, B, M, N, K, self.idx_t, self.split_k, self._traffic())
             slots.update(more)
             if splits > 1:
                 grid = (grid[0], grid[1], B * splits)
@@ -199,8 +206,7 @@ class KernelBuilder:
         name = f"aotc_{kind}_{digest}"
         text = text.replace(_NAME_MARK, name)
         region = self.region
-        bytes_expr = sum(touched_bytes(v, region.nodes) for v in self.params) + region.root.type.nbytes \
-            + sum(v.type.nbytes for v in region.extra_roots)
+        bytes_expr = self._traffic()
         flops_expr = sum(ops.node_flops_expr(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs])
                     for n in region.nodes)
         return Kernel(name, text, self.params + [region.root], tuple(grid), tuple(block), smem,
@@ -252,8 +258,10 @@ def touched_bytes(v: Value, nodes) -> int:
 def acc_type(dt) -> str:
     """The C type a reduction of `dt` values accumulates in."""
     if dt.is_float:
-        return "float"
-    return "long long" if dt == dtypes.i64 else ("unsigned int" if dt == dtypes.u8 else "int")
+        return "double" if dt == dtypes.f64 else "float"
+    wide = {dtypes.i64: "long long", dtypes.u64: "unsigned long long", dtypes.u32: "unsigned int",
+            dtypes.u16: "unsigned int", dtypes.u8: "unsigned int"}
+    return wide.get(dt, "int")
 
 
 def reduce_identity(kind: str, dt) -> str:
@@ -266,6 +274,8 @@ def reduce_identity(kind: str, dt) -> str:
         return "(-AOTC_INF)" if kind == "max" else "AOTC_INF"
     lim = {dtypes.i64: ("(-9223372036854775807LL - 1)", "9223372036854775807LL"),
            dtypes.i32: ("(-2147483647 - 1)", "2147483647"),
+           dtypes.i16: ("-32768", "32767"), dtypes.u16: ("0u", "65535u"),
+           dtypes.u32: ("0u", "4294967295u"), dtypes.u64: ("0ull", "18446744073709551615ull"),
            dtypes.i8: ("-128", "127"), dtypes.u8: ("0u", "255u")}[dt]
     return lim[0] if kind == "max" else lim[1]
 

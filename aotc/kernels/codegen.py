@@ -21,6 +21,8 @@ from aotc.kernels.builder import (MAX_GRID, Kernel, KernelBuilder, acc_type, dot
 from aotc.kernels.codegen_attention import generate_attention
 from aotc.kernels.codegen_chain import generate_chain
 from aotc.kernels.codegen_dot_mma import generate_dot_mma
+from aotc.kernels.codegen_conv8 import generate_conv8
+from aotc.kernels.codegen_mma8 import generate_dot_mma8, is_mma8
 from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
 from aotc.kernels.codegen_norm_prologue import norm_row_stats
 from aotc.kernels.codegen_vector import vector_loop
@@ -161,6 +163,8 @@ def _dot(b: KernelBuilder) -> Kernel:
         raise UnsupportedError(f"dot_general '{anchor.name}': batch {B} exceeds the grid's z limit 65535")
 
     row_stats, norm = norm_row_stats(b, mshape, kshape, M, K)
+    if is_mma8(anchor):                    # int8 / fp8 operands (the op's out_dtype): codegen_mma8.py
+        return generate_dot_mma8(b, (bshape, mshape, nshape, kshape, B, M, N, K), row_stats, norm)
     if lhs.dtype == rhs.dtype and (lhs.dtype in (dtypes.f16, dtypes.bf16) or
                                    anchor.attrs.get("precision") == "tf32"):
         return generate_dot_mma(b, (bshape, mshape, nshape, kshape, B, M, N, K), row_stats, norm)
@@ -210,6 +214,8 @@ def _conv(b: KernelBuilder) -> Kernel:
     a = anchor.attrs
     nsp = x.type.rank - 2
     total = out.type.size
+    if is_mma8(anchor):                    # int8 / fp8 operands (the op's out_dtype): codegen_conv8.py
+        return generate_conv8(b)
     if a.get("layout", "NCHW") == "NHWC":
         if cc.project_source(b.region) is not None:
             return cc.generate_depthwise_project(b)
@@ -281,6 +287,8 @@ def module_source(kernels: list[Kernel]) -> str:
         parts.append('#include "aotc_async.cuh"')
     if any(k.name.startswith(("aotc_dot_mma_", "aotc_dot_tf32_")) for k in kernels):
         parts.append('#include "aotc_mma.cuh"')
+    if any(k.name.startswith("aotc_dot_mma8_") for k in kernels):
+        parts.append('#include "aotc_mma8.cuh"')
     parts.append("")
     seen = set()
     for k in kernels:

@@ -10,8 +10,10 @@ a lexical scope, so `x * sigmoid(x)` loads x once.
 
 Indices are C expressions (strings); `idx_t` is `int` unless a tensor in the
 kernel has 2**31 elements or more. Floating-point values are computed in
-`float` whatever their storage type (f16/bf16 are converted at loads and
-stores).
+`float` whatever their storage type (f16/bf16/float8/float4 are converted at
+loads and stores; float8 and float4 with aotc_convert.cuh's functions), f64 in
+`double`. int4/uint4/int2/uint2 are held one per byte and wrapped to their bits
+at converts and stores.
 """
 from __future__ import annotations
 
@@ -27,7 +29,21 @@ from aotc.ir.graph import Node, Value
 
 def compute_type(dt: DType) -> str:
     """The C type a value is held in while computing."""
+    if dt == dtypes.f64:
+        return "double"
+    if dt.is_narrow_int and dt.is_signed:
+        return "signed char"
     return "float" if dt.is_float else dt.c
+
+
+def _is_byte_float(dt: DType) -> bool:
+    """float8 and float4: one byte per element, converted by aotc_convert.cuh's functions."""
+    return dt.is_float and dt.itemsize == 1
+
+
+def float8_encode(value: str, dt: DType, saturate: bool = False) -> str:
+    """C expression: the float8 (or float4) byte of `value` (nearest even; see aotc_convert.cuh)."""
+    return f"aotc_to_{dt.name}((double)({value}), {'true' if saturate else 'false'})"
 
 
 def load_expr(ptr: str, offset: str, dt: DType) -> str:
@@ -35,6 +51,10 @@ def load_expr(ptr: str, offset: str, dt: DType) -> str:
         return f"__half2float({ptr}[{offset}])"
     if dt == dtypes.bf16:
         return f"__bfloat162float({ptr}[{offset}])"
+    if _is_byte_float(dt):
+        return f"aotc_from_{dt.name}({ptr}[{offset}])"
+    if dt.is_narrow_int and dt.is_signed:
+        return f"aotc_load_i{dt.bits}({ptr}[{offset}])"
     return f"{ptr}[{offset}]"
 
 
@@ -43,11 +63,26 @@ def store_expr(ptr: str, offset: str, value: str, dt: DType) -> str:
         return f"{ptr}[{offset}] = __float2half({value});"
     if dt == dtypes.bf16:
         return f"{ptr}[{offset}] = __float2bfloat16({value});"
+    if _is_byte_float(dt):   # non-saturating, as the interpreter's astype; a saturating convert already clamped
+        return f"{ptr}[{offset}] = {float8_encode(value, dt)};"
+    if dt.is_narrow_int:
+        return f"{ptr}[{offset}] = aotc_store_{dt.bits}bit({value});"
     return f"{ptr}[{offset}] = {value};"
 
 
+def _wrap_narrow(value: str, dt: DType) -> str:
+    return f"aotc_wrap_{'i' if dt.is_signed else 'u'}{dt.bits}((long long)({value}))"
+
+
 def literal(x, dt: DType) -> str:
-    """A C literal for one scalar of dtype `dt`, exact for f32."""
+    """A C literal for one scalar of dtype `dt`, exact for f32 and f64."""
+    if dt == dtypes.f64:
+        f = float(x)
+        if math.isnan(f):
+            return "((double)__int_as_float(0x7fc00000))"
+        if math.isinf(f):
+            return "((double)AOTC_INF)" if f > 0 else "(-(double)AOTC_INF)"
+        return f"({f!r})" if ("." in repr(f) or "e" in repr(f)) else f"({f!r}.0)"
     if dt.is_float:
         f = float(np.float32(x))
         if math.isnan(f):
@@ -60,7 +95,9 @@ def literal(x, dt: DType) -> str:
     if dt == dtypes.i64:
         v = int(x)
         return f"({v}LL)" if v != -2**63 else "(-9223372036854775807LL - 1)"
-    return f"(({dt.c}){int(x)})"
+    if dt in (dtypes.u64, dtypes.u32):
+        return f"({int(x)}{'ULL' if dt == dtypes.u64 else 'u'})"
+    return f"(({compute_type(dt)}){int(x)})"
 
 
 def strides(shape) -> list[int]:
@@ -86,14 +123,18 @@ def _binary(op: str, a: str, b: str, dt: DType) -> str:
         return f"({a} {dict(add='+', sub='-', mul='*')[op]} {b})"
     if op == "div":
         return f"({a} / {b})" if dt.is_float else f"({b} == 0 ? ({dt.c})0 : ({dt.c})({a} / {b}))"
+    if op == "rem" and dt == dtypes.f64:
+        return f"fmod({a}, {b})"
     if op == "rem":
         return f"fmodf({a}, {b})" if dt.is_float else f"({b} == 0 ? ({dt.c})0 : ({dt.c})({a} % {b}))"
+    if op == "pow" and dt == dtypes.f64:
+        return f"pow({a}, {b})"
     if op == "pow":
         return _float_pow(a, b) if dt.is_float else f"(({dt.c})pow((double){a}, (double){b}))"
     if op in ("max", "min"):
         return f"aotc_{op}({a}, {b})"
     if op in ("shift_left", "shift_right"):   # out-of-range shifts saturate (C leaves them undefined)
-        bits = 8 * dt.itemsize
+        bits = dt.value_bits
         out = f"(({b}) < 0 || ({b}) >= {bits})" if dt.is_signed else f"(({b}) >= {bits})"
         if op == "shift_left":
             return f"({out} ? ({dt.c})0 : ({dt.c})({a} << {b}))"
@@ -130,7 +171,22 @@ _BIT_OPS = {"and": "&", "or": "|", "xor": "^"}
 _COMPARE = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
 
 
+# f64 runs CUDA's double-precision library on the GPU and libm on the host: correctly rounded
+# for sqrt/floor/ceil/rint/fabs (and + - * / fmod), within their documented 1-2 ulp otherwise,
+# the same contract as the f32 functions above
+_UNARY_D = {"sqrt": "sqrt({})", "rsqrt": "(1.0 / sqrt({}))", "exp": "exp({})", "log": "log({})",
+            "tanh": "tanh({})", "logistic": "(1.0 / (1.0 + exp(-{})))", "erf": "erf({})",
+            "floor": "floor({})", "ceil": "ceil({})", "round_even": "rint({})",
+            "sin": "sin({})", "cos": "cos({})", "abs": "fabs({})", "neg": "(-{})",
+            "sign": "(double)(({0} > 0.0) - ({0} < 0.0))",
+            "tan": "tan({})", "asin": "asin({})", "acos": "acos({})", "atan": "atan({})",
+            "sinh": "sinh({})", "cosh": "cosh({})", "asinh": "asinh({})", "acosh": "acosh({})",
+            "atanh": "atanh({})"}
+
+
 def _unary(op: str, a: str, dt: DType) -> str:
+    if dt == dtypes.f64 and op in _UNARY_D:
+        return _UNARY_D[op].format(a)
     if dt.is_float and op in _UNARY_F:
         return _UNARY_F[op].format(a)
     if op == "neg":
@@ -144,11 +200,15 @@ def _unary(op: str, a: str, dt: DType) -> str:
     raise UnsupportedError(f"no C expression for unary op '{op}' on {dt}")
 
 
-def _convert(a: str, src: DType, dst: DType) -> str:
+def _convert(a: str, src: DType, dst: DType, saturate: bool = False) -> str:
     if dst == dtypes.boolean:
         return f"({a} != 0)"
+    if _is_byte_float(dst):   # rounded here, so later ops in the region see the float8 value
+        return f"aotc_from_{dst.name}({float8_encode(a, dst, saturate)})"
     if dst.is_float:
-        return f"(float)({a})"
+        return f"({compute_type(dst)})({a})"
+    if dst.is_narrow_int:
+        return _wrap_narrow(a if not src.is_float else f"(long long)({a})", dst)
     return f"({dst.c})({a})"
 
 
@@ -162,6 +222,14 @@ def _bitcast(a: str, src: DType, dst: DType) -> str:
         return f"__float_as_int({a})"
     if (src, dst) == (dtypes.i32, dtypes.f32):
         return f"__int_as_float({a})"
+    if (src, dst) == (dtypes.f32, dtypes.u32):
+        return f"__float_as_uint({a})"
+    if (src, dst) == (dtypes.u32, dtypes.f32):
+        return f"__uint_as_float({a})"
+    if src == dtypes.f64 and dst in (dtypes.i64, dtypes.u64):
+        return f"({dst.c})__double_as_longlong({a})"
+    if dst == dtypes.f64 and src in (dtypes.i64, dtypes.u64):
+        return f"__longlong_as_double((long long)({a}))"
     if not src.is_float and not dst.is_float:   # bytes: two's-complement wrap, as a C cast does
         return f"({dst.c})({a})"
     raise UnsupportedError(f"no C expression for bitcast_convert {src} -> {dst}")
@@ -267,7 +335,7 @@ class Emitter:
         if op == "clamp":
             return f"aotc_min(aotc_max({args[1]}, {args[0]}), {args[2]})"
         if op == "convert":
-            return _convert(args[0], in_t, dtypes.from_name(n.attrs["dtype"]))
+            return _convert(args[0], in_t, dtypes.from_name(n.attrs["dtype"]), bool(n.attrs.get("saturate", False)))
         if op == "bitcast_convert":
             return _bitcast(args[0], in_t, dtypes.from_name(n.attrs["dtype"]))
         if len(args) == 2:

@@ -14,6 +14,7 @@ region), since variants of a region never run together.
 from __future__ import annotations
 
 from aotc.package.engine_format import read_engine, read_manifest
+from aotc.package.host_on_demand import host_library_status
 from aotc.package.plan import Reg, evaluate_program
 
 # H200 defaults (measured-class figures; override with `aotc inspect --bandwidth/--fp32-tflops/--tc-tflops`)
@@ -23,18 +24,40 @@ H200_TC_FLOPS = 790e12           # FLOP/s, bf16/f16 tensor cores
 
 
 def uses_tensor_cores(kernel_name: str) -> bool:
-    return kernel_name.startswith("aotc_dot_mma_")
+    return kernel_name.startswith(("aotc_dot_mma_", "aotc_dot_mma8_"))
+
+
+EIGHT_BIT_SPEEDUP = 2            # int8 / fp8 tensor-core peak over f16's (H100/H200: 1979 vs 989 TFLOP/s dense)
 
 
 def roofline_floor_s(launches, bandwidth=H200_BANDWIDTH, flops_rate=H200_FP32_FLOPS,
-                     tc_rate=H200_TC_FLOPS) -> float:
-    """Sum over launches of max(bytes / bandwidth, flops / peak of the unit the kernel uses)."""
-    return sum(max(l.bytes / bandwidth, l.flops / (tc_rate if uses_tensor_cores(l.kernel) else flops_rate))
-               for l in launches)
+                     tc_rate=H200_TC_FLOPS, math: dict | None = None) -> float:
+    """Sum over launches of max(bytes / bandwidth, flops / peak of the unit the kernel uses);
+    `math` (kernel -> math, the manifest's) puts int8/fp8 kernels at the 8-bit tensor-core peak."""
+    def rate(kernel):
+        if not uses_tensor_cores(kernel):
+            return flops_rate
+        return tc_rate * (EIGHT_BIT_SPEEDUP if (math or {}).get(kernel) in ("int8", "fp8") else 1)
+    return sum(max(l.bytes / bandwidth, l.flops / rate(l.kernel)) for l in launches)
 
 
-def runnable_here(data: bytes) -> dict:
-    """For each device: can the C runtime run this engine on this machine, and why (not)."""
+def kernel_math(manifest: dict, kernel: str) -> tuple[str | None, dict]:
+    """(math, arch -> what that cubin runs where it differs) as the compiler recorded them (aotc/kernels/
+    kernel_math.py); an engine from before the record: the kernel families whose name says it, else None."""
+    recorded = manifest.get("kernel_math")
+    if isinstance(recorded, dict):
+        by_arch = manifest.get("kernel_math_by_arch")
+        by_arch = by_arch.get(kernel) if isinstance(by_arch, dict) else None
+        return recorded.get(kernel), by_arch if isinstance(by_arch, dict) else {}
+    named = {"aotc_dot_tf32_": "tf32", "aotc_conv_int_": "int8"}
+    return next((m for prefix, m in named.items() if kernel.startswith(prefix)), None), {}
+
+
+def runnable_here(data: bytes, plan=None) -> dict:
+    """For each device: can the C runtime run this engine on this machine, and why (not).
+
+    An engine whose host library is left to its first cpu run (`plan` given) is runnable on
+    cpu through aotc's Python binding, which builds it (aotc/package/host_on_demand.py)."""
     from aotc.errors import AotcError
     from aotc.package.runtime_binding import check_engine
     out = {}
@@ -43,6 +66,9 @@ def runnable_here(data: bytes) -> dict:
             ok, why = check_engine(data, device)
         except AotcError as e:      # the runtime library itself is unavailable
             ok, why = False, f"runtime unavailable: {e}"
+        if device == "cpu" and not ok and plan is not None and host_library_status(plan) == "on first cpu run":
+            ok, why = True, ("host build made on the first cpu run from the engine's kernel source "
+                             "(aotc run, aotc.Engine); the C runtime alone needs `aotc compile --host`")
         out[device] = {"ok": ok, "why": why}
     return out
 
@@ -114,6 +140,10 @@ def describe_engine(data: bytes, bandwidth: float = H200_BANDWIDTH, fp32_flops: 
                 "resources": {a: per[l.kernel] for a, per in usage.items() if l.kernel in per}}
                for l in plan.launches]
     regs = registers_at_max(plan)[1] if plan.dims else None
+    for k in kernels:
+        k["math"], by_arch = kernel_math(manifest.get("extra") or {}, k["name"])
+        if by_arch:
+            k["math_by_arch"] = by_arch
     for k, l in zip(kernels, plan.launches):
         if plan.dims:
             k["variant"] = l.variant
@@ -140,13 +170,15 @@ def describe_engine(data: bytes, bandwidth: float = H200_BANDWIDTH, fp32_flops: 
         "archs": sorted(plan.cubins),
         "ptx": plan.ptx_arch or None,
         "host_build": bool(plan.host_lib),
+        "host_library": host_library_status(plan),
         "engine_bytes": len(data),
         "total_bytes": total_bytes,
         "total_flops": total_flops,
-        "roofline_floor_us_h200": roofline_floor_s(counted, bandwidth, fp32_flops, tc_flops) * 1e6,
+        "roofline_floor_us_h200": roofline_floor_s(counted, bandwidth, fp32_flops, tc_flops,
+                                                   {k["name"]: k["math"] for k in kernels}) * 1e6,
         "roofline_assumptions": {"bandwidth_bytes_per_s": bandwidth, "fp32_flops": fp32_flops,
                                  "tensor_core_flops": tc_flops},
-        "runnable": runnable_here(data),
+        "runnable": runnable_here(data, plan),
     }
 
 
@@ -176,8 +208,14 @@ def format_description(info: dict, path: str = "") -> str:
         top = k.get("grid_at_max") or k["grid"]     # a register's value at the max shape: r4=512
         grid = "(" + ", ".join(f"{g}={t}" if isinstance(g, str) else str(g) for g, t in zip(k["grid"], top)) + ")"
         variant = f"  [{k['variant'] or 'all sizes'}]" if dynamic else ""
-        lines.append(f"  {i:3d} {k['name']:<28} grid {grid} block {tuple(k['block'])}"
+        lines.append(f"  {i:3d} {k['name']:<28} {k.get('math') or '?':<4} grid {grid} block {tuple(k['block'])}"
                      f"{_fmt_resources(k)} {k['bytes']:>10} B {k['flops']:>12} FLOP  {k['region']}{variant}")
+    told = set()
+    for k in info["kernels"]:               # an arch whose cubin runs other math than the others (fp8 on sm_80)
+        if k.get("math_by_arch") and k["name"] not in told:
+            told.add(k["name"])
+            lines.append(f"  {k['name']} math {k['math']}, except on "
+                         + "; ".join(f"{a}: {m}" for a, m in sorted(k["math_by_arch"].items())))
     lb = info.get("arena_lower_bound")
     lines.append(f"memory: arena {info['arena_bytes']} B" + (" at max" if dynamic else "")
                  + (f" (lower bound {lb} B)" if lb is not None else "") + f", weights {info['weights_bytes']} B")
@@ -189,8 +227,9 @@ def format_description(info: dict, path: str = "") -> str:
                  f"{ra.get('bandwidth_bytes_per_s', H200_BANDWIDTH) / 1e12:g} TB/s, "
                  f"{ra.get('fp32_flops', H200_FP32_FLOPS) / 1e12:g} TFLOP/s fp32, "
                  f"{ra.get('tensor_core_flops', H200_TC_FLOPS) / 1e12:g} TFLOP/s tensor cores)")
-    targets = info["archs"] + ([f"PTX {info['ptx']}"] if info["ptx"] else []) + (["host"] if info["host_build"] else [])
-    lines.append(f"targets: {', '.join(targets) or 'none'}")
+    targets = info["archs"] + ([f"PTX {info['ptx']}"] if info["ptx"] else [])
+    host = {"embedded": "host", "on first cpu run": "host (built on first cpu run)"}.get(info.get("host_library", ""))
+    lines.append(f"targets: {', '.join(targets + ([host] if host else [])) or 'none'}")
     for device, r in info.get("runnable", {}).items():
         lines.append(f"{device} here: {'yes' if r['ok'] else 'no'}: {r['why']}")
     return "\n".join(lines)

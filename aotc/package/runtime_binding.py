@@ -128,6 +128,7 @@ def _load() -> ctypes.CDLL:
             ("aotc_engine_arena_size", U64, [P]), ("aotc_engine_weights_size", U64, [P]),
             ("aotc_engine_device_memory_size", U64, [P, S]),
             ("aotc_engine_aotc_version", ctypes.c_char_p, [P]),
+            ("aotc_engine_manifest", st, [P, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(S)]),
             ("aotc_context_create_with_options", st, [P, I, ctypes.POINTER(_ContextOptions),
                                                       ctypes.POINTER(P)]),
             ("aotc_context_bind_input", st, [P, ctypes.c_char_p, P, S]),
@@ -181,12 +182,19 @@ def _check_input(status) -> None:
     raise exc
 
 
+_ML_DTYPES = {"bf16": "bfloat16", "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
+              "f8e4m3fnuz": "float8_e4m3fnuz", "f8e5m2fnuz": "float8_e5m2fnuz", "i4": "int4", "u4": "uint4",
+              "i2": "int2", "u2": "uint2", "f4e2m1fn": "float4_e2m1fn"}
+
+
 def _np_dtype(name: str) -> np.dtype:
-    if name == "bf16":
+    """The numpy dtype of an engine dtype; bf16, float8, float4 and 4/2-bit ints from ml_dtypes (one per byte)."""
+    if name in _ML_DTYPES:
         import ml_dtypes
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(getattr(ml_dtypes, _ML_DTYPES[name]))
     return np.dtype({"f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32,
-                     "i8": np.int8, "u8": np.uint8, "bool": np.bool_}[name])
+                     "i8": np.int8, "u8": np.uint8, "bool": np.bool_, "f64": np.float64, "i16": np.int16,
+                     "u16": np.uint16, "u32": np.uint32, "u64": np.uint64}[name])
 
 
 def _device_code(device: str) -> int:
@@ -207,6 +215,10 @@ class Engine:
         lib = _load()
         self._lib = lib
         self._ptr = None
+        self._origin = path_or_bytes if not isinstance(path_or_bytes, (bytearray, memoryview)) \
+            else bytes(path_or_bytes)
+        self._cpu_twin = None            # this engine with the host build attached (host_on_demand.py)
+        self._twin_lock = threading.Lock()
         out = ctypes.c_void_p()
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
             data = bytes(path_or_bytes)
@@ -258,7 +270,44 @@ class Engine:
     def create_context(self, device: str = "cpu", use_cuda_graph: bool = True) -> "Context":
         return Context(self, device, use_cuda_graph)
 
+    def manifest(self) -> dict:
+        """The MANIFEST section as a dict."""
+        from aotc.package.host_on_demand import manifest_of
+        text, size = ctypes.c_char_p(), ctypes.c_size_t()
+        _check(self._lib.aotc_engine_manifest(self._ptr, ctypes.byref(text), ctypes.byref(size)))
+        return manifest_of(ctypes.string_at(text, size.value))
+
+    def _engine_for(self, device: str):
+        """The C engine a context on `device` runs: this one, or on cpu, when it has no host
+        build but carries its kernel source, a copy with the host build made now (once)."""
+        if device != "cpu":
+            return self._ptr
+        with self._twin_lock:
+            if self._cpu_twin is None:
+                from aotc.package.host_on_demand import has_kernel_source, with_host_build
+                manifest = self.manifest()
+                if manifest.get("host_lib", True) or not has_kernel_source(manifest):
+                    self._cpu_twin = self._ptr      # has one, or cannot: the runtime says which
+                else:
+                    data = self._origin
+                    if not isinstance(data, bytes):
+                        try:
+                            with open(data, "rb") as f:
+                                data = f.read()
+                        except OSError as e:
+                            raise RuntimeFailure(f"cannot read engine file {data} to build its host library: "
+                                                 f"{e.strerror}") from None
+                    out = ctypes.c_void_p()
+                    image = with_host_build(data)
+                    _check(self._lib.aotc_engine_load_from_memory(image, len(image), None, ctypes.byref(out)), True)
+                    self._cpu_twin = out.value
+            return self._cpu_twin
+
     def __del__(self):
+        twin = getattr(self, "_cpu_twin", None)
+        if twin and twin != getattr(self, "_ptr", None):
+            self._lib.aotc_engine_release(twin)
+        self._cpu_twin = None
         if getattr(self, "_ptr", None):
             self._lib.aotc_engine_release(self._ptr)
             self._ptr = None
@@ -385,7 +434,7 @@ class Context:
         self._lock = threading.Lock()
         out = ctypes.c_void_p()
         opts = _ContextOptions(1 if use_cuda_graph else 0)
-        _check(self._lib.aotc_context_create_with_options(engine._ptr, _device_code(device),
+        _check(self._lib.aotc_context_create_with_options(engine._engine_for(device), _device_code(device),
                                                           ctypes.byref(opts), ctypes.byref(out)))
         self._ptr = out.value
 

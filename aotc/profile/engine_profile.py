@@ -15,12 +15,11 @@ import os
 import re
 import tempfile
 
-import numpy as np
-
 from aotc.errors import AotcError
 from aotc.package.dim_values import choose_dims, concrete_spec
 from aotc.package.engine_format import read_engine
-from aotc.package.inspect import H200_BANDWIDTH, H200_FP32_FLOPS, H200_TC_FLOPS, launches_at_max, uses_tensor_cores
+from aotc.package.inspect import H200_BANDWIDTH, H200_FP32_FLOPS, H200_TC_FLOPS, uses_tensor_cores
+from aotc.package.sample_inputs import random_inputs
 from aotc.profile import model, sass
 from aotc.profile.occupancy import SM_LIMITS, occupancy
 
@@ -30,21 +29,6 @@ PREDICTED_ARCH = "sm_90"     # the model's figures are an H200's
 def kernel_kind(name: str) -> str:
     """`aotc_dot_mma_3f2a9c01b2d4` -> `dot_mma`: the template family, without the region's hash."""
     return re.sub(r"(_[0-9a-f]{6,}|_v?\d+)+$", "", re.sub(r"^aotc_", "", name)) or name
-
-
-def random_inputs(specs, seed: int = 0) -> dict[str, np.ndarray]:
-    from aotc.ir import dtypes
-    rng = np.random.default_rng(seed)
-    out = {}
-    for spec in specs:
-        dt = dtypes.from_name(spec.dtype)
-        if dt.is_float:
-            out[spec.name] = rng.standard_normal(spec.shape).astype(dt.np)
-        elif dt.name == "bool":
-            out[spec.name] = rng.random(spec.shape) < 0.5
-        else:
-            out[spec.name] = rng.integers(0, 8, spec.shape).astype(dt.np)
-    return out
 
 
 def run_counters(data: bytes, dims: dict[str, int], seed: int = 0) -> tuple[list[dict], dict[str, int]]:

@@ -59,7 +59,12 @@ def write_model(repo: str, engine_path: str, device: str = "cpu", instances: int
     name = model_name(engine_path)
     folder = os.path.join(repo, name)
     os.makedirs(os.path.join(folder, VERSION), exist_ok=True)
-    shutil.copyfile(engine_path, os.path.join(folder, VERSION, ENGINE_FILE))
+    dest = os.path.join(folder, VERSION, ENGINE_FILE)
+    if device == "cpu":     # the backend runs the C runtime alone, which cannot build a host library itself
+        from aotc.package.host_on_demand import copy_with_host_build
+        copy_with_host_build(engine_path, dest)
+    else:
+        shutil.copyfile(engine_path, dest)
     with open(os.path.join(folder, CONFIG_FILE), "w") as f:
         f.write(config_text(name, device, instances))
     if copy_backend:

@@ -40,7 +40,7 @@ def test_gemm_with_layer_norm_prologue_counts_the_pre_pass():
     assert t.compulsory == compulsory
     assert t.modelled == compulsory + 2 * 70 * 50 * F32
     assert t.excess == {"norm prologue re-read": 2 * 70 * 50 * F32}
-    assert "norm prologue re-read" in t.why() and t.ratio > 1.1
+    assert "norm prologue re-read (L2)" in t.why() and t.ratio > 1.1 and t.hbm == compulsory
 
 
 def test_rms_norm_prologue_is_one_phase():
@@ -60,15 +60,17 @@ def _gemm(m, n, k):
 
 
 def test_split_k_partials_are_written_and_read_back():
-    """BERT's fc2 at seq 128 splits K five ways: 5 f32 partial tiles per output, each written then read."""
+    """BERT's fc2 at seq 128 splits K three ways (24 tiles x 3 fill half the SMs): 3 f32 partial tiles per
+    output, each written then read, in L2: the HBM figure leaves them out."""
     m, n, k = 128, 768, 3072
     (kernel,) = _kernels(_gemm(m, n, k))
-    assert kernel.splits == 5
+    assert kernel.splits == 3
     t = kernel_traffic(kernel)
     compulsory = (m * k + k * n + m * n) * F32
-    partials = 5 * m * n * 4
+    partials = 3 * m * n * 4
     assert t.compulsory == compulsory and t.modelled == compulsory + 2 * partials
-    assert t.excess == {"split-K partials": 2 * partials}
+    assert t.excess == {"split-K partials": 2 * partials} and t.hbm == compulsory
+    assert "split-K partials (L2)" in t.why()
     (unsplit,) = _kernels(_gemm(m, n, k), split_k=False)
     assert kernel_traffic(unsplit).modelled == compulsory
 
@@ -113,7 +115,8 @@ def test_kernels_above_the_bound_are_listed_with_their_reason_alike_ones_grouped
     (split,) = _kernels(_gemm(128, 768, 3072))
     (plain,) = _kernels(_gemm(128, 768, 3072), split_k=False)
     plan = PlanTraffic([kernel_traffic(split), kernel_traffic(split), kernel_traffic(plain)])
-    assert len(plan.over()) == 2 and plan.ratio_without("split-K partials") == 1.0
+    assert len(plan.over()) == 2 and plan.ratio_without("split-K partials") == 1.0 and plan.hbm_ratio == 1.0
+    assert plan.ratio > 1.1
     (line,) = format_kernels(plan)
     assert line.split()[:2] == ["2", "x"] and "split-K partials" in line and "dot_general" in line
     assert reasons_count(plan) == "split-K partials 2"
@@ -127,3 +130,5 @@ def test_fusion_report_prints_the_bytes_target(capsys):
     (verdict,) = [l for l in out.splitlines() if l.startswith("  mobilenetv2: ")]
     ratio = float(verdict.split()[1].rstrip("x"))
     assert ratio >= 1.0 and "kernels above 1.1x" in verdict
+    hbm = float(verdict.split("HBM ")[1].split("x")[0])
+    assert 1.0 <= hbm <= ratio

@@ -59,3 +59,12 @@ def test_input_sets_are_distinct_typed_and_keep_a_base_in_domain():
     assert based[0]["x"] is base["x"] or np.array_equal(based[0]["x"], base["x"])
     assert np.allclose(based[1]["x"], 2.0, atol=0.2) and not np.array_equal(based[1]["x"], base["x"])
     assert sorted(based[2]["ids"].ravel()) == list(range(14))        # permuted, same values
+
+
+def test_median_us_is_the_median_call_time():
+    import time as _t
+    from aotc.bench.measure import median_us
+    calls = []
+    slow = median_us(lambda: (calls.append(1), _t.sleep(0.002)), 5)
+    assert len(calls) == 5 and 1900 < slow < 50_000
+    assert median_us(lambda: None, 50) < slow

@@ -38,9 +38,21 @@ def test_compile_json_summary(model_path, tmp_path):
     res = CliRunner().invoke(main, ["compile", str(model_path), "-o", str(out), "--json", "--arch", "sm_90"])
     assert res.exit_code == 0, res.output
     s = json.loads(res.output)
-    assert s["archs"] == ["sm_90"] and s["ptx"] == "compute_90" and s["host_build"]
+    assert s["archs"] == ["sm_90"] and s["ptx"] == "compute_90"
+    assert not s["host_build"] and s["host_library"] == "on first cpu run"     # the default: built when first run
     assert s["nodes_imported"] >= s["nodes_optimized"] > 0 and s["engine_bytes"] == out.stat().st_size
-    assert set(s["stage_seconds"]) >= {"import", "passes", "fusion", "codegen", "nvrtc", "host"}
+    assert set(s["stage_seconds"]) >= {"import", "passes", "fusion", "codegen", "nvrtc"}
+    res = CliRunner().invoke(main, ["compile", str(model_path), "-o", str(out), "--json", "--arch", "sm_90", "--host"])
+    s = json.loads(res.output)
+    assert s["host_build"] and s["host_library"] == "embedded" and "host" in s["stage_seconds"]
+
+
+def test_compile_summary_says_where_the_host_library_comes_from(model_path, tmp_path):
+    out = tmp_path / "m.engine"
+    for flags, said in (([], "host library on first cpu run (--host embeds it)"), (["--host"], "host library embedded")):
+        res = CliRunner().invoke(main, ["compile", str(model_path), "-o", str(out), "-q", "--arch", "none", *flags])
+        assert res.exit_code == 0, res.output
+        assert next(ln for ln in res.output.splitlines() if ln.strip().startswith("targets")).endswith(said)
 
 
 def test_compile_explain_shows_each_kernels_fusion(model_path, tmp_path):
@@ -60,6 +72,21 @@ def test_compile_explain_shows_each_kernels_fusion(model_path, tmp_path):
     lines = res.output.splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip().startswith("fusion"))
     assert "Gemm_6" in "".join(lines[start:]) and "operand prologue takes only index math" in "".join(lines[start:])
+
+
+def test_compile_explain_says_why_a_quantized_conv_stays_float(tmp_path):
+    """A Q/DQ conv whose weights have a zero point runs in float, and --explain names the reason per node."""
+    from tests.helpers.quantized import qdq_conv_model
+    path, out = tmp_path / "q.onnx", tmp_path / "q.engine"
+    onnx.save(qdq_conv_model(zx=5, weight_zp=3), path)
+    args = ["compile", str(path), "-o", str(out), "--explain", "--arch", "sm_90", "--no-host"]
+    res = CliRunner().invoke(main, args + ["--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["quantization"] == {"conv1": "float: weight has a non-zero zero point "
+                                                                "(supported: symmetric weights)"}
+    res = CliRunner().invoke(main, args + ["-q"])
+    assert res.exit_code == 0, res.output
+    assert "quantized  0 of 1 dot/conv nodes" in res.output and "conv1: float: weight has a non-zero" in res.output
 
 
 def test_run_with_inputs_matches_onnxruntime(engine_path, model_path, tmp_path):

@@ -84,6 +84,46 @@ def test_gemm_prologue_takes_a_cast():
     assert kinds(regions) == ["dot"] and regions[0].inputs == [x, w]
 
 
+def test_requantize_to_int8_stays_with_its_producer():
+    """Q(x) = convert(clamp(round(x / s))) before an int8 GEMM: the loop computing it stores 8 bits (not the
+    f32 clamp for the GEMM to cast on load)."""
+    b = GraphBuilder()
+    x, w = b.input("x", (4, 8)), b.input("w", (8, 5), "i8")
+    s = b.add("broadcast_in_dim", b.constant(np.array([0.1], np.float32), "s"), shape=(4, 8),
+              broadcast_dimensions=(1,))
+    lo = b.add("broadcast_in_dim", b.constant(np.array([-128.0], np.float32), "lo"), shape=(4, 8),
+               broadcast_dimensions=(1,))
+    q = b.add("convert", b.add("max", b.add("round_even", b.add("div", x, s)), lo), dtype="i8")
+    d = b.add("dot_general", q, w, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,), out_dtype="i32")
+    g = b.build([d])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["loop", "dot"] and regions[0].root is q and regions[1].inputs == [q, w]
+
+
+def test_requantize_before_a_max_pool_stays_in_the_int8_conv_epilogue():
+    """int8 conv -> scale -> round -> clamp -> convert i8 -> max pool: the conv stores int8 and the pool reads
+    it, instead of the pool recomputing the epilogue from a stored i32 accumulator."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 8, 8), "i8")
+    w = b.constant(np.ones((6, 4, 3, 3), np.int8), "w")
+    acc = b.add("convolution", x, w, strides=(1, 1), padding=((1, 1), (1, 1)), dilations=(1, 1), groups=1,
+                out_dtype="i32")
+    shape = acc.shape
+    s = b.add("broadcast_in_dim", b.constant(np.array([0.01], np.float32), "s"), shape=shape,
+              broadcast_dimensions=(1,))
+    lo = b.add("broadcast_in_dim", b.constant(np.array([-128.0], np.float32), "lo"), shape=shape,
+               broadcast_dimensions=(1,))
+    q = b.add("convert", b.add("max", b.add("round_even", b.add("mul", b.add("convert", acc, dtype="f32"), s)), lo),
+              dtype="i8")
+    pool = b.add("reduce_window", q, kind="max", window=(1, 1, 2, 2), strides=(1, 1, 2, 2),
+                 padding=((0, 0),) * 4, dilations=(1, 1, 1, 1))
+    g = b.build([pool])
+    regions = partition(g)
+    check_partition(g, regions)
+    assert kinds(regions) == ["conv", "window"] and regions[0].root is q and regions[1].inputs == [q]
+
+
 def test_reduction_takes_elementwise_prologue():
     b = GraphBuilder()
     x = b.input("x", (4, 8))

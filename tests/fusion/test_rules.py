@@ -71,3 +71,22 @@ def test_kernels_read_their_limits_from_the_rules():
     assert codegen_conv.depthwise_node_fits is conv_rules.depthwise_node_fits and codegen_conv._project_plan is \
         conv_rules.project_plan
     assert split_k.TARGET_SMS == TARGET_SMS and split_k.MAX_WORKSPACE == MAX_WORKSPACE
+
+
+def test_quantized_convs_stay_out_of_the_float_fused_kernels():
+    """An 8-bit conv (out_dtype) is never staged by the depthwise kernel nor a depthwise+pointwise prologue
+    anchor: those compute in float; the integer kernels keep it exact (kernels/codegen_conv8.py)."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 8, 16), "u8")
+    attrs = dict(strides=(1, 1), dilations=(1, 1), layout="NHWC", out_dtype="i32")
+    dw = b.add("convolution", x, b.constant(np.ones((16, 3, 3, 1), np.int8)), padding=((1, 1), (1, 1)),
+               groups=16, pad_value=4, **attrs)
+    pw = b.add("convolution", b.add("convert", dw, dtype="u8"), b.constant(np.ones((8, 1, 1, 16), np.int8)),
+               padding=((0, 0), (0, 0)), groups=1, **attrs)
+    xf = b.input("xf", (1, 8, 8, 16))
+    dwf = _conv(b, xf, 16, 3, 16)
+    graph = b.build([pw, dwf])
+    dw_n, pw_n, dwf_n = (_node(v, graph) for v in (dw, pw, dwf))
+    assert rules.quantized_anchor(dw_n) and rules.quantized_anchor(pw_n) and not rules.quantized_anchor(dwf_n)
+    assert not conv_rules.staged_depthwise(dw_n) and conv_rules.staged_depthwise(dwf_n)
+    assert "int8/fp8 GEMM" in conv_rules.depthwise_project_fits(dwf_n, pw_n)

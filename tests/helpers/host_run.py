@@ -26,10 +26,10 @@ POISON = {"f": np.nan}
 def poisoned(shape, dtype) -> np.ndarray:
     """A buffer whose every element is a value no kernel should leave behind."""
     a = np.empty(shape, dtype)
-    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+    if a.dtype.kind == "f" or a.dtype.name == "bfloat16" or a.dtype.name.startswith("float8"):
         a.fill(np.nan)
-    elif a.dtype == np.bool_:
-        a.view(np.uint8).fill(0x5A)
+    elif a.dtype == np.bool_ or a.dtype.name in ("int4", "uint4", "int2", "uint2", "float4_e2m1fn"):
+        a.view(np.uint8).fill(0x5A)   # 0x5A: no bool, no 4- or 2-bit value
     else:
         a.fill(np.iinfo(a.dtype).max // 3 + 7)
     return a

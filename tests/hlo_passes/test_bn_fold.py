@@ -99,3 +99,20 @@ def test_must_not_fire():
     out = bn_fold.run(g)
     assert list(out.nodes) == list(g.nodes)
     assert_same_fresh(g, out, rtol=0)
+
+
+def test_leaves_an_fp8_dot_and_its_scale_epilogue_alone():
+    """A float8 dot's per-channel dequantize scale must not be folded into (re-rounded) float8 weights."""
+    import ml_dtypes
+    rng, _ = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (4, 16), "f8e4m3fn")
+    w = b.constant(random_array(rng, (16, 6)).astype(ml_dtypes.float8_e4m3fn), "w")
+    y = b.add("dot_general", x, w, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,), out_dtype="f32")
+    y = b.add("mul", y, _per_channel(b, rng, 6, y.shape, 1, "scale"))
+    g = b.build([b.add("add", y, _per_channel(b, rng, 6, y.shape, 1, "bias"))])
+    snap = snapshot(g)
+    out = bn_fold.run(g)
+    assert_unchanged(g, snap)
+    assert [n.op for n in out.nodes] == [n.op for n in g.nodes]
+    assert all(out.constants[v] is g.constants[v] for v in g.constants)

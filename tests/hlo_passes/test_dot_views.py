@@ -74,6 +74,54 @@ def test_views_that_touch_the_contracted_dim_or_batched_dots_are_left_alone():
     assert all(a.inputs == c.inputs for a, c in zip(out.nodes, g.nodes))
 
 
+def _bloom_attention(b, q, k, v, alibi, heads):
+    """BLOOM's attention as torch.onnx.export writes it: Q·K and P·V batched over a (B*H, S, D) view,
+    the ALiBi bias (B*H, 1, S) added before the scores go back to (B, H, S, S) for the softmax."""
+    bsz, _, s, d = q.shape
+    flat = [b.add("reshape", t, shape=(bsz * heads, s, d)) for t in (q, k, v)]
+    scores = b.add("dot_general", flat[0], flat[1], lhs_batch=(0,), rhs_batch=(0,), lhs_contract=(2,),
+                   rhs_contract=(2,))
+    scores = b.add("add", b.add("mul", scores, b.add("broadcast_in_dim", b.constant(np.float32(0.25), "c"),
+                                                      shape=(bsz * heads, s, s), broadcast_dimensions=())),
+                   b.add("broadcast_in_dim", alibi, shape=(bsz * heads, s, s), broadcast_dimensions=(0, 1, 2)))
+    x = b.add("reshape", scores, shape=(bsz, heads, s, s))
+    e = b.add("exp", b.add("sub", x, b.add("broadcast_in_dim", b.add("reduce", x, axes=(3,), kind="max"),
+                                             shape=x.shape, broadcast_dimensions=(0, 1, 2))))
+    p = b.add("div", e, b.add("broadcast_in_dim", b.add("reduce", e, axes=(3,), kind="sum"), shape=x.shape,
+                              broadcast_dimensions=(0, 1, 2)))
+    out = b.add("dot_general", b.add("reshape", p, shape=(bsz * heads, s, s)), flat[2], lhs_batch=(0,),
+                rhs_batch=(0,), lhs_contract=(2,), rhs_contract=(1,))
+    return b.add("reshape", out, shape=(bsz, heads, s, d))
+
+
+def test_dots_batched_over_a_merged_view_batch_over_the_unmerged_dims():
+    """BLOOM: with Q·K, the ALiBi add and P·V batched over (B, H), attention is one pattern again."""
+    from aotc.patterns.attention import find_attention
+    b = GraphBuilder()
+    q, k, v = (b.input(n, (2, 3, 5, 4)) for n in "qkv")
+    g = b.build([_bloom_attention(b, q, k, v, b.input("alibi", (6, 1, 5)), heads=3)])
+    out, _ = SIMPLIFY.run(g)
+    verify(out)
+    assert "reshape" in counts(out) and not find_attention(g)
+    dots = [n for n in out.nodes if n.op == "dot_general"]
+    assert [d.attrs["lhs_batch"] for d in dots] == [(0, 1), (0, 1)]
+    assert dots[0].inputs[0] is q and dots[0].outputs[0].shape == (2, 3, 5, 5)
+    (match,) = find_attention(out).values()
+    assert match.batch_shape == (2, 3) and (match.sq, match.sk, match.dh) == (5, 5, 4)
+    assert_same_fresh(g, out, rtol=1e-5)
+
+
+def test_a_batched_dot_with_one_viewed_operand_is_left_alone():
+    b = GraphBuilder()
+    q = b.input("q", (2, 3, 5, 4))
+    y = b.add("dot_general", b.add("reshape", q, shape=(6, 5, 4)), b.input("k", (6, 7, 4)), lhs_batch=(0,),
+              rhs_batch=(0,), lhs_contract=(2,), rhs_contract=(2,))
+    g = b.build([y])
+    out = dot_views.run(g)
+    assert [n.op for n in out.nodes] == [n.op for n in g.nodes]
+    assert all(a.inputs == c.inputs for a, c in zip(out.nodes, g.nodes))
+
+
 def test_a_layernorm_mlp_and_residual_on_a_flattened_stream_run_unflattened():
     """OPT's decoder flattens the residual stream to (B*S, D) before its MLP: norm, fc1, relu, fc2 and the
     residual add all run on the view, and the view back to (B, S, D) ends it. All of it goes to 3-D."""

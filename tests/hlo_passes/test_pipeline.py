@@ -25,13 +25,15 @@ def run_fold(graph, **kw):
 
 
 def test_default_pipeline_order_and_registry():
-    assert default_pipeline().pass_names() == ["verify", "infer-shapes"] + SIMPLIFY + ["merge-dots", "dce", "layout-nhwc"] + SIMPLIFY
-    assert default_pipeline(layout="nchw").pass_names() == ["verify", "infer-shapes"] + SIMPLIFY + ["merge-dots", "dce"]
+    merges = ["merge-dots", "merge-reduces", "dce"]
+    first = ["verify", "infer-shapes", "qdq-propagate", "quantize"]
+    assert default_pipeline().pass_names() == first + SIMPLIFY + merges + ["layout-nhwc"] + SIMPLIFY
+    assert default_pipeline(layout="nchw").pass_names() == first + SIMPLIFY + merges
     assert default_pipeline(layout="nchw", precision="fp16").pass_names() == \
-        ["verify", "infer-shapes"] + SIMPLIFY + ["merge-dots", "dce", "precision"] + SIMPLIFY
+        first + SIMPLIFY + ["merge-dots", "merge-reduces", "dce", "precision"] + SIMPLIFY
     assert set(default_pipeline(precision="bf16").pass_names()) <= set(PASSES)
-    assert {"verify", "infer-shapes", "constant-folding", "dce", "cse", "algsimp", "bn-fold",
-            "transpose-sink", "layout-nhwc", "precision", "merge-dots"} <= set(PASSES)
+    assert {"verify", "infer-shapes", "constant-folding", "dce", "cse", "algsimp", "bn-fold", "transpose-sink",
+            "layout-nhwc", "precision", "merge-dots", "merge-reduces", "quantize", "qdq-propagate"} <= set(PASSES)
     assert all(p.description for p in PASSES.values())
     with pytest.raises(AotcError, match="unknown layout 'nwhc'; supported: nhwc, nchw"):
         default_pipeline(layout="nwhc")

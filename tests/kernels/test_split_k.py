@@ -27,6 +27,28 @@ def test_split_choice(geometry, splits):
         assert b * -(-m // 64) * -(-n // 64) * s <= TARGET_SMS     # one wave, no half-empty second one
 
 
+def _gemm_traffic(b, m, n, k, item=4):
+    return item * (b * m * k + k * n + b * m * n)
+
+
+@pytest.mark.parametrize("geometry,splits", [
+    ((1, 49, 512, 4608), 9),        # ResNet-50's last 3x3 conv: 8 tiles x 9 fill half the SMs (16 before)
+    ((1, 128, 768, 3072), 3),       # BERT-base fc2: 24 tiles x 3 (5 before)
+    ((1, 3, 3, 50000), 16),         # a 3x3 tile's partials are nothing next to 50000 rows: all 16 splits
+])
+def test_split_stops_at_half_the_sms_unless_its_partials_are_cheap(geometry, splits):
+    from aotc.kernels import split_k
+    traffic = _gemm_traffic(*geometry)
+    s, _ = choose_splits(*geometry, traffic=traffic)
+    assert s == splits
+    b, m, n, k = geometry
+    tiles = b * -(-m // 64) * -(-n // 64)
+    assert 2 * tiles * s >= TARGET_SMS or s == choose_splits(*geometry)[0]      # half a wave, or all it can
+    partials = 2 * 4 * s * b * m * n
+    assert partials <= split_k.PARTIALS_SHARE * traffic or 2 * tiles * (s - 1) < TARGET_SMS
+    assert s <= choose_splits(*geometry)[0]
+
+
 def _gemm(m, n, k, dtype="f32", precision=None, batch=()):
     b = GraphBuilder()
     a = b.input("a", batch + (m, k), dtype)

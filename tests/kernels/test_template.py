@@ -181,7 +181,22 @@ def _small_graphs():
     d = b.add("convolution", b.add("tanh", e), b.constant(rng.standard_normal((32, 3, 3, 1)).astype(np.float32)),
               strides=(1, 1), padding=((1, 1), (1, 1)), dilations=(1, 1), groups=32, layout="NHWC")
     graphs.append(b.build([b.add("tanh", d), squeeze_excite(b, b.input("y", (2, 6, 6, 32)), 8, rng=rng)]))
+    graphs.append(_int8_graph(rng))
     return graphs
+
+
+def _int8_graph(rng):
+    """Quantized convs: a dense one (8-bit GEMM, bytes and words staged), a depthwise one (direct integers)."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 6, 6, 8), "u8")
+    attrs = dict(strides=(1, 1), padding=((1, 1), (1, 1)), dilations=(1, 1), layout="NHWC", out_dtype="i32",
+                 pad_value=3)
+    d = b.add("convolution", x, b.constant(rng.integers(-9, 9, (8, 3, 3, 1)).astype(np.int8)), groups=8, **attrs)
+    c = b.add("convolution", b.add("convert", d, dtype="u8"),
+              b.constant(rng.integers(-9, 9, (5, 3, 3, 8)).astype(np.int8)), groups=1, **attrs)
+    e = b.add("convolution", b.input("z", (1, 6, 6, 3), "i8"), b.constant(rng.integers(-9, 9, (5, 1, 1, 3)).astype(np.int8)),
+              groups=1, **dict(attrs, padding=((0, 0), (0, 0))))
+    return b.build([b.add("convert", c, dtype="f32"), b.add("convert", e, dtype="f32")])
 
 
 @pytest.fixture(scope="module")

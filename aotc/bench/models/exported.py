@@ -16,10 +16,13 @@ configs, with no downloads, in three forms:
 
 Architectures (ARCHS): GPT-2 (LM head), BERT (encoder, padding mask), ViT
 (classifier), LLaMA (RMSNorm, RoPE, grouped-query attention, SwiGLU, LM head)
-and T5 (encoder, relative position bias, padding mask), each at a "small" size
-(2 layers, narrow: for tests) and a "real" size (GPT-2 small, BERT-base,
-ViT-B/16, a 135M LLaMA-architecture model, T5-small's encoder: for the fusion
-report). Exports take seconds to minutes, so the ONNX bytes are cached under the
+and T5 (encoder, relative position bias, padding mask); Qwen3 (per-head q/k
+RMSNorm), BLOOM (ALiBi bias), CodeGen (partial interleaved RoPE, parallel
+attention and MLP) and Gemma2 (post-norms, logit softcaps, sliding window). Each
+at a "small" size (2 layers, narrow: for tests) and a "real" size (GPT-2 small,
+BERT-base, ViT-B/16, a 135M LLaMA-architecture model, T5-small's encoder; the
+other four at their smallest released layer shape, 4 layers and an 8192-token
+vocabulary: for the fusion report). Exports take seconds to minutes, so the ONNX bytes are cached under the
 aotc cache dir, keyed by architecture, size, form, seed and the torch,
 transformers, onnxscript and onnxruntime versions.
 
@@ -79,6 +82,38 @@ ARCHS = {
         "real": (dict(num_layers=6, d_model=512, d_kv=64, num_heads=8, d_ff=2048, vocab_size=32128),
                  dict(batch=1, seq=128)),
     },
+    # the four below were each a fusion blocker: Qwen3's per-head q/k RMSNorms, BLOOM's ALiBi bias,
+    # CodeGen's interleaved partial RoPE, Gemma2's sandwich norms and logit softcaps
+    "qwen3": {
+        "small": (dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                       head_dim=16, intermediate_size=96, vocab_size=96, max_position_embeddings=64),
+                  dict(batch=1, seq=16)),
+        # Qwen3-0.6B's layer shape (16/8 heads of 128), 4 layers and a short vocabulary
+        "real": (dict(num_hidden_layers=4, hidden_size=1024, num_attention_heads=16, num_key_value_heads=8,
+                      head_dim=128, intermediate_size=3072, vocab_size=8192, max_position_embeddings=2048,
+                      tie_word_embeddings=True), dict(batch=1, seq=128)),
+    },
+    "bloom": {
+        "small": (dict(n_layer=2, hidden_size=64, n_head=4, vocab_size=96), dict(batch=2, seq=16)),
+        # bloom-560m's layer shape, 4 layers and a short vocabulary
+        "real": (dict(n_layer=4, hidden_size=1024, n_head=16, vocab_size=8192), dict(batch=1, seq=128)),
+    },
+    "codegen": {
+        "small": (dict(n_layer=2, n_embd=64, n_head=4, rotary_dim=8, vocab_size=96, n_positions=64, n_ctx=64,
+                       bos_token_id=0, eos_token_id=0), dict(batch=1, seq=16)),
+        # codegen-350M's layer shape, 4 layers and a short vocabulary
+        "real": (dict(n_layer=4, n_embd=1024, n_head=16, rotary_dim=32, vocab_size=8192, n_positions=2048,
+                      n_ctx=2048, bos_token_id=0, eos_token_id=0), dict(batch=1, seq=128)),
+    },
+    "gemma2": {
+        "small": (dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                       head_dim=16, intermediate_size=96, vocab_size=96, max_position_embeddings=64,
+                       query_pre_attn_scalar=16, sliding_window=8), dict(batch=1, seq=16)),
+        # gemma-2-2b's layer shape (8/4 heads of 256), 4 layers and a short vocabulary
+        "real": (dict(num_hidden_layers=4, hidden_size=2304, num_attention_heads=8, num_key_value_heads=4,
+                      head_dim=256, intermediate_size=9216, vocab_size=8192, max_position_embeddings=8192,
+                      query_pre_attn_scalar=256, sliding_window=4096), dict(batch=1, seq=128)),
+    },
 }
 
 # onnxruntime's optimizer: keep to standard ONNX ops (LayerNormalization; its Gelu fusions all write
@@ -94,8 +129,10 @@ _ORT_OPTIONS = dict(enable_gelu=False, enable_attention=False, enable_skip_layer
                     enable_bias_add=False)
 # RMSNorm fuses into SimplifiedLayerNormalization, an onnxruntime op in the default domain that is
 # no ONNX op (the checker rejects it): LLaMA and T5 have no LayerNorm, so their norm fusion is off
-_ORT_NO_NORM_FUSION = ("llama", "t5")
-_ORT_MODEL_TYPE = {"gpt2": "gpt2", "bert": "bert", "vit": "vit", "llama": "bert", "t5": "bert"}
+_ORT_NO_NORM_FUSION = ("llama", "t5", "qwen3", "gemma2")
+_ORT_MODEL_TYPE = {"gpt2": "gpt2", "bert": "bert", "vit": "vit", "llama": "bert", "t5": "bert", "qwen3": "bert",
+                   "bloom": "bert", "codegen": "bert", "gemma2": "bert"}
+_DECODERS = ("gpt2", "llama", "qwen3", "bloom", "codegen", "gemma2")
 
 
 def exported(arch: str, form: str, size: str = "small", seed: int = 0, dynamic: bool = False):
@@ -170,8 +207,14 @@ def _torch_model(arch, config, seed):
         net = tf.ViTForImageClassification(tf.ViTConfig(**config, **common))
     elif arch == "llama":
         net = tf.LlamaForCausalLM(tf.LlamaConfig(**config, use_cache=False, **common))
-    else:
+    elif arch == "t5":
         net = tf.T5EncoderModel(tf.T5Config(**config, use_cache=False, **common))
+    else:
+        classes = {"qwen3": (tf.Qwen3ForCausalLM, tf.Qwen3Config), "bloom": (tf.BloomForCausalLM, tf.BloomConfig),
+                   "codegen": (tf.CodeGenForCausalLM, tf.CodeGenConfig),
+                   "gemma2": (tf.Gemma2ForCausalLM, tf.Gemma2Config)}
+        model_class, config_class = classes[arch]
+        net = model_class(config_class(**config, use_cache=False, **common))
 
     with torch.no_grad():          # initializers leave biases at 0 and norm gains at 1, which folds away
         for p in net.parameters():
@@ -190,7 +233,7 @@ def _torch_model(arch, config, seed):
         def forward(self, *args):
             names = ["pixel_values"] if arch == "vit" else ["input_ids", "attention_mask"][:len(args)]
             kwargs = dict(zip(names, args))
-            if arch in ("gpt2", "llama"):
+            if arch in _DECODERS:
                 kwargs["use_cache"] = False
             return self.inner(**kwargs, return_dict=False)[0]
 

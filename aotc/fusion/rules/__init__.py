@@ -49,6 +49,14 @@ ANCHOR_KINDS = {f.anchor: f.kind for f in FAMILIES}
 RULES = {f.anchor: f for f in FAMILIES}
 
 
+def quantized_anchor(node) -> bool:
+    """A dot/conv with 8-bit operands (its op names an out_dtype): the int8/fp8 kernels
+    (kernels/codegen_mma8.py, codegen_conv8.py) take index-math prologues and elementwise
+    epilogues only, never another family's fused form (depthwise staging or
+    depthwise+pointwise, attention, gated epilogues, chains), which compute in float."""
+    return node is not None and node.op in ("dot_general", "convolution") and node.attrs.get("out_dtype") is not None
+
+
 def rule_for(node) -> FusionRule | None:
     """The family rule of an anchor node, None for a non-anchor."""
     return RULES.get(ops.category(node.op)) if node is not None else None

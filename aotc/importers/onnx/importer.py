@@ -41,6 +41,13 @@ ONNX_DTYPES: dict[int, DType] = {
     TensorProto.FLOAT: dtypes.f32, TensorProto.FLOAT16: dtypes.f16, TensorProto.BFLOAT16: dtypes.bf16,
     TensorProto.INT64: dtypes.i64, TensorProto.INT32: dtypes.i32, TensorProto.INT8: dtypes.i8,
     TensorProto.UINT8: dtypes.u8, TensorProto.BOOL: dtypes.boolean,
+    TensorProto.DOUBLE: dtypes.f64, TensorProto.INT16: dtypes.i16, TensorProto.UINT16: dtypes.u16,
+    TensorProto.UINT32: dtypes.u32, TensorProto.UINT64: dtypes.u64,
+    TensorProto.FLOAT8E4M3FN: dtypes.f8e4m3fn, TensorProto.FLOAT8E5M2: dtypes.f8e5m2,
+    TensorProto.FLOAT8E4M3FNUZ: dtypes.f8e4m3fnuz, TensorProto.FLOAT8E5M2FNUZ: dtypes.f8e5m2fnuz,
+    # numpy_helper.to_array unpacks ONNX's packed int4/int2/float4 into ml_dtypes' one per byte
+    TensorProto.INT4: dtypes.i4, TensorProto.UINT4: dtypes.u4, TensorProto.INT2: dtypes.i2,
+    TensorProto.UINT2: dtypes.u2, TensorProto.FLOAT4E2M1: dtypes.f4e2m1fn,
 }
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 

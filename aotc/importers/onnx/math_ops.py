@@ -1,10 +1,14 @@
 """ONNX converters for the remaining math ops: trigonometry, bit shifts, Shrink, windows, EyeLike, quantization, Det.
 
 Same conventions as ops.py. QuantizeLinear / DequantizeLinear are float
-math on the IR's integer types (u8, i8, i32): y = saturate(round(x / scale) +
-zero_point) and x = (q - zero_point) * scale, with per-tensor, per-axis or
-blocked scales broadcast explicitly. The window functions and EyeLike are
-constants computed here with numpy (their inputs are sizes and shapes).
+math on the IR's integer types (u8, i8, u16, i16, i32) and float8 types:
+y = saturate(round(x / scale) + zero_point) and x = (q - zero_point) * scale,
+with per-tensor, per-axis or blocked scales broadcast explicitly (float8:
+y = saturating convert(x / scale), a zero point of 0). The `quantize` pass
+(aotc/hlo_passes/quantize.py) reads this math back as dequantizations, so its
+shape -- convert(q) [- Z] then * S -- is the contract between the two. The
+window functions and EyeLike are constants computed here with numpy (their
+inputs are sizes and shapes).
 """
 from __future__ import annotations
 
@@ -97,19 +101,23 @@ def _axis(ctx, x: Value, scale: Value, at) -> int:
     return norm_axis(ctx, at.get("axis", 1), x.type.rank)
 
 
-_QRANGE = {dtypes.u8: (0, 255), dtypes.i8: (-128, 127), dtypes.i32: (-2**31, 2**31 - 1)}
+_QRANGE = {dtypes.u8: (0, 255), dtypes.i8: (-128, 127), dtypes.u16: (0, 2**16 - 1), dtypes.i16: (-2**15, 2**15 - 1),
+           dtypes.i32: (-2**31, 2**31 - 1)}
+_FLOAT8 = dtypes.FLOAT8
+_QTYPES = tuple(_QRANGE) + _FLOAT8
+_QNAMES = ", ".join(t.name for t in _QTYPES)
 
 
 def _quant_check(at, node, opset, dtype_of):
     from aotc.importers.onnx.importer import ONNX_DTYPES
     if node.op_type == "QuantizeLinear":
         out = dtype_of(node.output[0])
-        if "output_dtype" in at and at["output_dtype"] and ONNX_DTYPES.get(at["output_dtype"]) not in _QRANGE:
-            return f"output_dtype {at['output_dtype']} (supported: uint8, int8, int32)"
-        if out is not None and out not in _QRANGE:
-            return f"output dtype {out} (supported: u8, i8, i32)"
-    elif dtype_of(node.input[0]) is not None and dtype_of(node.input[0]) not in _QRANGE:
-        return f"input dtype {dtype_of(node.input[0])} (supported: u8, i8, i32)"
+        if "output_dtype" in at and at["output_dtype"] and ONNX_DTYPES.get(at["output_dtype"]) not in _QTYPES:
+            return f"output_dtype {at['output_dtype']} (supported: {_QNAMES})"
+        if out is not None and out not in _QTYPES:
+            return f"output dtype {out} (supported: {_QNAMES})"
+    elif dtype_of(node.input[0]) is not None and dtype_of(node.input[0]) not in _QTYPES:
+        return f"input dtype {dtype_of(node.input[0])} (supported: {_QNAMES})"
 
 
 @register("DequantizeLinear", check=_quant_check)
@@ -118,7 +126,7 @@ def _dequantize(ctx, ins, at):
     axis = _axis(ctx, x, scale, at)
     block = at.get("block_size", 0)
     xf = Ex(ctx, convert(ctx, x, dtypes.f32))
-    if len(ins) > 2 and ins[2] is not None:
+    if len(ins) > 2 and ins[2] is not None and x.dtype not in _FLOAT8:     # a float8 zero point is 0
         xf = xf - convert(ctx, _per_axis(ctx, ins[2], x, axis, block), dtypes.f32)
     y = xf * convert(ctx, _per_axis(ctx, scale, x, axis, block), dtypes.f32)
     return convert(ctx, y.v, scale.dtype)
@@ -138,6 +146,9 @@ def _quantize(ctx, ins, at):
     axis = _axis(ctx, x, scale, at)
     block = at.get("block_size", 0)
     xf = Ex(ctx, convert(ctx, x, dtypes.f32))
+    if out_t in _FLOAT8:      # the zero point is 0 (ONNX); saturate (default 1) clamps to +-max, else inf/NaN
+        q = xf / convert(ctx, _per_axis(ctx, scale, x, axis, block), dtypes.f32)
+        return ctx.add("convert", q.v, dtype=out_t.name, saturate=bool(at.get("saturate", 1)))
     q = (xf / convert(ctx, _per_axis(ctx, scale, x, axis, block), dtypes.f32)).un("round_even")
     if zp is not None:
         q = q + convert(ctx, _per_axis(ctx, zp, x, axis, block), dtypes.f32)

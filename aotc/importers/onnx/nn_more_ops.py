@@ -5,9 +5,12 @@ GroupNormalization normalizes an (N, G, C/G * spatial) view; LRN is a
 channel-window sum of squares (reduce_window); LpPool a window sum of |x|^p;
 Einsum removes repeated labels (diagonals), sums labels used by one operand
 only, then contracts operand pairs with dot_general and transposes to the
-output order. MatMulInteger / ConvInteger / QLinear* run as float math: the
-integer operands are converted to f32 (exact while partial sums stay below
-2**24), the result converted back (QLinear*: requantized).
+output order. MatMulInteger / ConvInteger / QLinear* are written as float
+math on dequantized operands, `(convert(q) - zero_point) * scale` (scale 1
+for the *Integer ops), the result converted back (QLinear*: requantized):
+the `quantize` pass turns that into an integer dot/conv, as it does for Q/DQ
+models; where it cannot (a weight zero point on a conv), f32 is exact while
+partial sums stay below 2**24.
 """
 from __future__ import annotations
 
@@ -173,9 +176,10 @@ def _einsum(ctx, ins, at):
 # ------------------------------------------------------------------ integer / quantized matmul and conv
 
 def _minus_zp(ctx, x: Value, zp: Value | None, axis: int | None = None) -> Value:
+    """(x - zp) * 1 in f32: a dequantization with scale 1, the form the quantize pass reads."""
     xf = convert(ctx, x, dtypes.f32)
     if zp is None:
-        return xf
+        return (Ex(ctx, xf) * 1.0).v
     z = convert(ctx, zp, dtypes.f32)
     if z.type.size == 1:
         z = broadcast_to(ctx, reshape(ctx, z, ()), x.shape)
@@ -183,7 +187,7 @@ def _minus_zp(ctx, x: Value, zp: Value | None, axis: int | None = None) -> Value
         z = ctx.add("broadcast_in_dim", reshape(ctx, z, (z.type.size,)), shape=x.shape, broadcast_dimensions=(axis,))
     else:
         z = broadcast_to(ctx, z, x.shape)
-    return (Ex(ctx, xf) - z).v
+    return ((Ex(ctx, xf) - z) * 1.0).v
 
 
 def _opt(ins, i):

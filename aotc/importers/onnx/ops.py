@@ -240,10 +240,19 @@ def _cast_check(at, node, opset, dtype_of):
         return f"cast to {dtype_name(at['to'])}"
 
 
+def _cast_to(ctx, x: Value, dt: DType, at) -> Value:
+    """Cast/CastLike: float8 outputs saturate unless saturate=0 (opset 19+; +-inf -> +-max too)."""
+    if x.dtype == dt:
+        return x
+    if dt.is_float8:
+        return ctx.add("convert", x, dtype=dt.name, saturate=bool(at.get("saturate", 1)))
+    return convert(ctx, x, dt)
+
+
 @register("Cast", check=_cast_check)
 def _cast(ctx, ins, at):
     from aotc.importers.onnx.importer import ONNX_DTYPES
-    return convert(ctx, ins[0], ONNX_DTYPES[at["to"]])
+    return _cast_to(ctx, ins[0], ONNX_DTYPES[at["to"]], at)
 
 
 def _bitcast_check(at, node, opset, dtype_of):
@@ -267,7 +276,7 @@ def _bitcast(ctx, ins, at):
 
 @register("CastLike")
 def _cast_like(ctx, ins, at):
-    return convert(ctx, ins[0], ins[1].dtype)
+    return _cast_to(ctx, ins[0], ins[1].dtype, at)
 
 
 @register("Where")

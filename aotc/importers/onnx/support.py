@@ -10,7 +10,8 @@ page with `python -m aotc.importers.onnx.support > docs/onnx_ops.md`.
 from __future__ import annotations
 
 from aotc.importers.onnx.checks import OPSET_MIN  # the range the importer accepts, one number
-DTYPES = "float32, float16, bfloat16, int64, int32, int8, uint8, bool"
+DTYPES = ("float32, float16, bfloat16, float64, float8 (e4m3fn, e5m2, e4m3fnuz, e5m2fnuz), float4e2m1, int64, "
+          "int32, int16, int8, int4, int2, uint64, uint32, uint16, uint8, uint4, uint2, bool")
 _SHAPE_IN = "shape-carrying inputs must be constants (aotc shapes are static)"
 _N2 = "decomposed into compare/select/reduce: O(n^2) per row of the axis"
 _RNN = "all ONNX activations; alpha/beta defaults and length-0 sequence_lens entries follow onnxruntime"
@@ -19,9 +20,10 @@ RESTRICTIONS: dict[str, str] = {
     "ArgMax": "", "ArgMin": "",
     "AveragePool": "float only",
     "BatchNormalization": "inference only (training_mode=0), output Y only",
-    "BitShift": "integer types of the IR (uint8 and signed ints); out-of-range shifts saturate",
-    "BitCast": "equal widths among the IR's types (float32<->int32, int8<->uint8, int8/uint8<->bool; not "
-               "float16<->bfloat16); a byte other than 0/1 bitcast to bool reads as true",
+    "BitShift": "integer types of the IR except int4/uint4; out-of-range shifts saturate",
+    "BitCast": "equal widths among the IR's types (float32<->int32/uint32, float64<->int64/uint64, integers "
+               "of one width, int8/uint8<->bool; not float16<->bfloat16, float8 or int4); a byte other than "
+               "0/1 bitcast to bool reads as true",
     "Cast": f"to and from {DTYPES}", "CastLike": f"{DTYPES}",
     "CenterCropPad": f"{_SHAPE_IN}",
     "Col2Im": "image_shape and block_shape must be constants",
@@ -29,12 +31,13 @@ RESTRICTIONS: dict[str, str] = {
     "Constant": "no sparse or string values",
     "ConstantOfShape": _SHAPE_IN,
     "Conv": "float only", "ConvTranspose": "float only",
-    "ConvInteger": "computed in f32 (exact while partial sums stay below 2**24)",
+    "ConvInteger": "int8 conv, exact int32 sums, where the weight zero point is 0 (else f32, exact below 2**24)",
     "CumSum": f"axis must be a constant; {_N2}",
     "CumProd": f"axis must be a constant; {_N2}",
     "DeformConv": "2-D only; float only, computed in f32",
     "Det": "n <= 64 (unrolled Gaussian elimination with partial pivoting; f16/bf16 computed in f32)",
-    "DequantizeLinear": "uint8/int8/int32 inputs; per-tensor, per-axis and blocked scales",
+    "DequantizeLinear": "uint8/int8/uint16/int16/int32 and float8 inputs; per-tensor, per-axis and blocked; "
+                        "into Conv/MatMul/Gemm: int8/fp8 kernels (compile --explain says which)",
     "Dropout": "inference only (identity)",
     "DynamicQuantizeLinear": "",
     "Einsum": "float only",
@@ -54,15 +57,15 @@ RESTRICTIONS: dict[str, str] = {
                        "(match mask [rows, windows, grams] up to 2**26 elements)",
     "LpNormalization": "p=1 or p=2",
     "MatMul": "float only", "Gemm": "float only",
-    "MatMulInteger": "computed in f32 (exact while partial sums stay below 2**24)",
+    "MatMulInteger": "int8 GEMM; results exact while partial sums stay below 2**24 (read back through f32)",
     "MaxPool": "",
     "MaxUnpool": f"output_shape must be a constant; {_N2.replace('per row of the axis', '(output x input)')}",
     "NonZero": "input must be a constant (the output shape depends on its values)",
     "OneHot": "depth must be a constant",
     "Pad": f"all modes; {_SHAPE_IN}",
-    "QLinearConv": "float math: dequantize, conv, requantize",
-    "QLinearMatMul": "float math: dequantize, matmul, requantize",
-    "QuantizeLinear": "uint8/int8/int32 outputs (saturating); per-tensor, per-axis and blocked",
+    "QLinearConv": "int8 conv with the requantize in its epilogue (weight zero point 0; else float math)",
+    "QLinearMatMul": "int8 GEMM with the requantize in its epilogue",
+    "QuantizeLinear": "uint8/int8/uint16/int16/int32 (saturating) and float8 outputs; per-tensor, per-axis, blocked",
     "Range": "start/limit/delta must be constants",
     "Reshape": _SHAPE_IN,
     "Resize": "nearest/linear/cubic, all coordinate modes, antialias; sizes/scales/roi constant",
@@ -97,7 +100,7 @@ FUNCTION_OPS: dict[str, str] = {
     "RotaryEmbedding": _FN,
     "SwiGLU": _FN,
     "AffineGrid": f"{_FN}; size must be a constant",
-    "Attention": f"{_FN}; softmax_precision=DOUBLE (float64) is not supported",
+    "Attention": f"{_FN}; softmax_precision=DOUBLE computes the softmax in float64",
     "CausalConvWithState": f"{_FN}",
     "LinearAttention": f"{_FN} (a Scan, unrolled over the sequence)",
 }
@@ -120,7 +123,8 @@ def render_markdown(rows: list[dict] | None = None) -> str:
              "Generated from `aotc/importers/onnx/support.py` (the same data as `aotc ops`); "
              "a test checks that this page matches it.", "",
              f"{len(rows)} op types of the default domain. Data types: {DTYPES} "
-             "(float64, float8/float4, int4/int2, int16/uint16/uint32/uint64 and strings are not supported). "
+             "(float8e8m0 and strings are not supported; float8, float4 and int4/int2 are "
+             "storage types: cast them to compute). "
              "Conformance: `python -m pytest tests/onnx_backend --run-slow` runs the ONNX node test suite.", "",
              "| op type | opsets | restrictions |", "|---|---|---|"]
     for r in rows:

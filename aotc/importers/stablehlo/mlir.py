@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 
-import ml_dtypes
 import numpy as np
 
 from aotc.errors import ModelError, UnsupportedError
@@ -21,7 +20,11 @@ from aotc.ir import dtypes
 
 MLIR_MAGIC = b"ML\xefR"
 ELEMENT_TYPES = {"f32": dtypes.f32, "f16": dtypes.f16, "bf16": dtypes.bf16, "i64": dtypes.i64,
-                 "i32": dtypes.i32, "i8": dtypes.i8, "ui8": dtypes.u8, "i1": dtypes.boolean}
+                 "i32": dtypes.i32, "i8": dtypes.i8, "ui8": dtypes.u8, "i1": dtypes.boolean,
+                 "f64": dtypes.f64, "i16": dtypes.i16, "ui16": dtypes.u16, "ui32": dtypes.u32, "ui64": dtypes.u64,
+                 "f8E4M3FN": dtypes.f8e4m3fn, "f8E5M2": dtypes.f8e5m2, "f8E4M3FNUZ": dtypes.f8e4m3fnuz,
+                 "f8E5M2FNUZ": dtypes.f8e5m2fnuz, "i4": dtypes.i4, "ui4": dtypes.u4, "i2": dtypes.i2,
+                 "ui2": dtypes.u2, "f4E2M1FN": dtypes.f4e2m1fn}
 
 
 def new_context():
@@ -215,10 +218,8 @@ def _token(t: str, dt):
         return t == "true"
     if t.startswith("0x"):   # a float given by its bit pattern
         bits = int(t, 16)
-        if dt == dtypes.bf16:
-            return np.array([bits], np.uint16).view(ml_dtypes.bfloat16)[0]
-        if dt == dtypes.f16:
-            return np.array([bits], np.uint16).view(np.float16)[0]
+        if dt.is_float:   # bf16, f16, f32, f64 and float8 alike: the pattern at the type's width
+            return np.array([bits], f"u{dt.itemsize}").view(dt.np)[0]
         return np.array([bits], np.uint32).view(np.float32)[0]
     return float(t) if dt.is_float else int(t)
 

@@ -297,6 +297,13 @@ def _bitcast(cx, ins):
     return ins[0] if ins[0].dtype == dt else cx.add("bitcast_convert", ins[0], dtype=dt.name)
 
 
+@register("stablehlo.partition_id", "stablehlo.replica_id")
+def _single_device_id(cx, ins):
+    """An aotc engine is one partition of one replica: both ids are the ui32 constant 0."""
+    shape, dt = cx.out_type()
+    return cx.const(np.zeros(shape, dt.np), dt)
+
+
 _PRECISIONS = {(8, 7): dtypes.bf16, (5, 10): dtypes.f16, (8, 23): dtypes.f32}
 
 

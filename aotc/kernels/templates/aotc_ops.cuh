@@ -3,6 +3,8 @@
 // and under the host emulation alike.
 #pragma once
 
+#include "aotc_convert.cuh"
+
 // max/min that propagate NaN like numpy (fmaxf/fminf would drop it).
 __device__ __forceinline__ float aotc_max(float a, float b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ float aotc_min(float a, float b) { return (a != a || a < b) ? a : b; }
@@ -16,6 +18,14 @@ __device__ __forceinline__ unsigned char aotc_max(unsigned char a, unsigned char
 __device__ __forceinline__ unsigned char aotc_min(unsigned char a, unsigned char b) { return a < b ? a : b; }
 __device__ __forceinline__ unsigned int aotc_max(unsigned int a, unsigned int b) { return a > b ? a : b; }
 __device__ __forceinline__ unsigned int aotc_min(unsigned int a, unsigned int b) { return a < b ? a : b; }
+__device__ __forceinline__ double aotc_max(double a, double b) { return (a != a || a > b) ? a : b; }
+__device__ __forceinline__ double aotc_min(double a, double b) { return (a != a || a < b) ? a : b; }
+__device__ __forceinline__ short aotc_max(short a, short b) { return a > b ? a : b; }
+__device__ __forceinline__ short aotc_min(short a, short b) { return a < b ? a : b; }
+__device__ __forceinline__ unsigned short aotc_max(unsigned short a, unsigned short b) { return a > b ? a : b; }
+__device__ __forceinline__ unsigned short aotc_min(unsigned short a, unsigned short b) { return a < b ? a : b; }
+__device__ __forceinline__ unsigned long long aotc_max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+__device__ __forceinline__ unsigned long long aotc_min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
 
 // Reduction combiners, named by reduce kind.
 #define AOTC_COMBINE_sum(a, b) ((a) + (b))

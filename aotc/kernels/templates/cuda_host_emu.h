@@ -748,6 +748,8 @@ inline float __int_as_float(int x) { float f; memcpy(&f, &x, 4); return f; }
 inline int __float_as_int(float f) { int x; memcpy(&x, &f, 4); return x; }
 inline float __uint_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned x; memcpy(&x, &f, 4); return x; }
+inline double __longlong_as_double(long long x) { double f; memcpy(&f, &x, 8); return f; }
+inline long long __double_as_longlong(double f) { long long x; memcpy(&x, &f, 8); return x; }
 inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
 inline int __float2int_rz(float x) { return (int)x; }
 inline int __float2int_rd(float x) { return (int)floorf(x); }

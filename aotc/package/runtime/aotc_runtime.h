@@ -137,6 +137,15 @@ AOTC_API void aotc_status_free(aotc_status_t status);
 typedef enum aotc_dtype_e {
   AOTC_DTYPE_F32 = 1, AOTC_DTYPE_F16 = 2, AOTC_DTYPE_BF16 = 3, AOTC_DTYPE_I64 = 4,
   AOTC_DTYPE_I32 = 5, AOTC_DTYPE_I8 = 6, AOTC_DTYPE_U8 = 7, AOTC_DTYPE_BOOL = 8,
+  AOTC_DTYPE_F64 = 9, AOTC_DTYPE_I16 = 10, AOTC_DTYPE_U16 = 11, AOTC_DTYPE_U32 = 12,
+  AOTC_DTYPE_U64 = 13,
+  /* float8, one byte per element (bit layouts as ml_dtypes / ONNX; fnuz: 0x80 is NaN) */
+  AOTC_DTYPE_F8E4M3FN = 14, AOTC_DTYPE_F8E5M2 = 15, AOTC_DTYPE_F8E4M3FNUZ = 16,
+  AOTC_DTYPE_F8E5M2FNUZ = 17,
+  /* int4/uint4, int2/uint2, one per byte (not packed): the value in the low bits, the rest zero */
+  AOTC_DTYPE_I4 = 18, AOTC_DTYPE_U4 = 19, AOTC_DTYPE_I2 = 20, AOTC_DTYPE_U2 = 21,
+  /* float4 e2m1fn, one per byte: the value in the low 4 bits (sign = bit 3) */
+  AOTC_DTYPE_F4E2M1FN = 22,
 } aotc_dtype_t;
 
 typedef enum aotc_device_e {

@@ -106,7 +106,8 @@ static int is_host_elf(const aotc_section_t *lib) {
 aotc_status_t aotc_cpu_check(const aotc_engine_t *e, char *desc, size_t desc_len) {
   if (!e->host_lib || e->host_lib->size == 0)
     return aotc_make_status(AOTC_STATUS_UNAVAILABLE,
-                            "engine has no host build (HOST_LIB section): cannot run on cpu");
+                            "engine has no host build (HOST_LIB section): cannot run on cpu; compile "
+                            "it with --host, or run it through aotc's Python binding, which builds one");
   if (!is_host_elf(e->host_lib))
     return aotc_make_status(AOTC_STATUS_UNAVAILABLE,
                             "engine's host build is not a 64-bit ELF for this machine's CPU");

@@ -30,7 +30,11 @@
 
 #include "aotc_internal.h"
 
-static const uint64_t dtype_sizes[9] = {0, 4, 2, 2, 8, 4, 1, 1, 1};
+#define AOTC_DTYPE_COUNT 23
+static const uint64_t dtype_sizes[AOTC_DTYPE_COUNT] = {0, 4, 2, 2, 8, 4, 1, 1, 1,   /* f32 .. bool */
+                                                       8, 2, 2, 4, 8,            /* f64 i16 u16 u32 u64 */
+                                                       1, 1, 1, 1, 1, 1,         /* float8 x4, i4, u4 */
+                                                       1, 1, 1};                 /* i2, u2, f4e2m1fn */
 
 /* A name at strtab[off, off+len) followed by NUL, with no NUL inside. */
 static aotc_status_t plan_string(const uint8_t *strtab, uint64_t strtab_size, uint32_t off,
@@ -127,7 +131,7 @@ static aotc_status_t parse_tensors(aotc_engine_t *e, const plan_layout_t *L) {
     uint32_t idx = i < ni ? i : i - ni;
     uint32_t dtype = t[8], rank = t[9], ps = rd32(t + 12);
     AOTC_RETURN_IF_ERROR(plan_string(L->strtab, L->strtab_size, rd32(t), rd32(t + 4), what, idx, &x->name));
-    if (dtype < 1 || dtype > 8 || rank > AOTC_MAX_RANK || (uint64_t)ps + 2ull * rank > L->pool_count ||
+    if (dtype < 1 || dtype >= AOTC_DTYPE_COUNT || rank > AOTC_MAX_RANK || (uint64_t)ps + 2ull * rank > L->pool_count ||
         t[10] || t[11])
       return DATA_LOSS("%s %u '%s': dtype %u, rank %u or dims [%u, +%u) invalid", what, idx, x->name,
                        dtype, rank, ps, 2 * rank);

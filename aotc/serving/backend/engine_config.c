@@ -10,6 +10,10 @@ static const struct { aotc_dtype_t dtype; const char *name; int triton; size_t s
     {AOTC_DTYPE_BF16, "TYPE_BF16", 14, 2}, {AOTC_DTYPE_I64, "TYPE_INT64", 9, 8},
     {AOTC_DTYPE_I32, "TYPE_INT32", 8, 4}, {AOTC_DTYPE_I8, "TYPE_INT8", 6, 1},
     {AOTC_DTYPE_U8, "TYPE_UINT8", 2, 1}, {AOTC_DTYPE_BOOL, "TYPE_BOOL", 1, 1},
+    {AOTC_DTYPE_F64, "TYPE_FP64", 12, 8}, {AOTC_DTYPE_I16, "TYPE_INT16", 7, 2},
+    {AOTC_DTYPE_U16, "TYPE_UINT16", 3, 2}, {AOTC_DTYPE_U32, "TYPE_UINT32", 4, 4},
+    {AOTC_DTYPE_U64, "TYPE_UINT64", 5, 8},
+    /* Triton has no float8 or int4 type: such engine I/O is refused (a Cast at the edge fixes it) */
 };
 
 const char *aotc_triton_type_name(aotc_dtype_t dtype) {

@@ -44,11 +44,11 @@ def test_unsupported_nodes_listed_in_one_error():
 def test_unsupported_attribute_and_dtype():
     c = [onnx.numpy_helper.from_array(np.ones(1, np.float32), n) for n in ("s", "b", "m", "v")]
     nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["p"], name="bn", training_mode=1),
-             helper.make_node("Cast", ["p"], ["y"], name="to_double", to=TensorProto.DOUBLE)]
+             helper.make_node("Cast", ["p"], ["y"], name="to_e8m0", to=TensorProto.FLOAT8E8M0)]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [1, 1, 4, 4])], c)
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises(UnsupportedError, match="BatchNormalization 'bn'.*training_mode.*Cast 'to_double'.*DOUBLE"):
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT8E8M0, [1, 1, 4, 4])], c)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 25)])
+    with pytest.raises(UnsupportedError, match="BatchNormalization 'bn'.*training_mode.*Cast 'to_e8m0'.*FLOAT8E8M0"):
         import_onnx(model)
 
 
@@ -68,9 +68,12 @@ def test_checker_failure_is_model_error():
         import_onnx(model)
 
 
-def test_double_input_rejected():
-    model = make_model("Relu", [("x", np.ones((2,), np.float64))])
-    with pytest.raises(UnsupportedError, match="input 'x' has dtype DOUBLE"):
+def test_e8m0_input_rejected():
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT8E8M0, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 25)])
+    with pytest.raises(UnsupportedError, match="input 'x' has dtype FLOAT8E8M0"):
         import_onnx(model)
 
 

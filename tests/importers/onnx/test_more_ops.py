@@ -7,7 +7,7 @@ they run in float32; TopK/Scatter with duplicates and negative indices.
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from aotc.errors import UnsupportedError
 from aotc.importers.onnx import import_onnx
@@ -152,3 +152,23 @@ def test_max_unpool_inverts_max_pool():
         opset_imports=[helper.make_opsetid("", 12)])
     want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(interpret(import_onnx(proto), {"x": x})[0], want[0])
+
+
+@pytest.mark.parametrize("elem,zp", [(TensorProto.FLOAT8E4M3FN, None), (TensorProto.FLOAT8E5M2, None),
+                                     (TensorProto.INT16, -300), (TensorProto.UINT16, 40000)])
+def test_quantize_dequantize_float8_and_16_bit_round_trip(elem, zp):
+    from aotc.importers.onnx import ONNX_DTYPES
+    if elem not in ONNX_DTYPES:
+        pytest.skip(f"{TensorProto.DataType.Name(elem)} is not mapped by the importer in this tree (dtypes branch)")
+    x = F(2, 3, 5) * 40          # float8 saturates beyond its max; the 16-bit types round
+    scale = np.array([0.02, 0.05, 0.1], np.float32)
+    inits = [numpy_helper.from_array(scale, "s")]
+    ins = ["x", "s"]
+    if zp is not None:
+        inits.append(helper.make_tensor("z", elem, [3], [zp] * 3))
+        ins.append("z")
+    q = helper.make_node("QuantizeLinear", ins, ["q"], axis=1, **({} if zp is not None else {"output_dtype": elem}))
+    d = helper.make_node("DequantizeLinear", ["q"] + ins[1:], ["y"], axis=1)
+    g = helper.make_graph([q, d], "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 5])], inits)
+    check(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), {"x": x})

@@ -55,7 +55,7 @@ def test_dense_constants_become_arrays_of_their_dtype():
 
 def test_types_name_what_is_unsupported():
     ctx = M.new_context()
-    module, _ = M.parse(ctx, b"""func.func @main(%a: tensor<?x4xf32>, %b: tensor<3xf64>, %c: tensor<2x5xbf16>)
+    module, _ = M.parse(ctx, b"""func.func @main(%a: tensor<?x4xf32>, %b: tensor<3xcomplex<f32>>, %c: tensor<2x5xbf16>)
         -> tensor<2x5xbf16> {
       return %c : tensor<2x5xbf16>
     }""")
@@ -64,8 +64,8 @@ def test_types_name_what_is_unsupported():
         a, b, c = fn.regions[0].blocks[0].arguments
         assert M.tensor_type(c.type, "c") == ((2, 5), dtypes.bf16)
         assert M.tensor_type(a.type, "a") == ((None, 4), dtypes.f32) and M.type_problem(a.type) is None
-        assert "element type f64" in M.type_problem(b.type) and M.type_problem(c.type) is None
-        with pytest.raises(UnsupportedError, match="argument b has element type f64"):
+        assert "element type complex<f32>" in M.type_problem(b.type) and M.type_problem(c.type) is None
+        with pytest.raises(UnsupportedError, match="argument b has element type complex<f32>"):
             M.tensor_type(b.type, "argument b")
 
 

@@ -1,0 +1,98 @@
+"""Q/DQ models end to end: onnxruntime's quantize_static -> aotc compile -> engine on the cpu device.
+
+Reference: onnxruntime on the same Q/DQ model at ORT_DISABLE_ALL (fake
+quantization). Distance is max|d| / max|ref| (tests/helpers/quantized.py).
+aotc's integer sums are exact where onnxruntime sums dequantized floats, so a
+requantize whose value lies within f32 rounding of a .5 tie may land one
+quantum apart; every int8 tensor is compared (expose_quantized) and must
+equal the interpreter's bit for bit and onnxruntime's but for such ties.
+"""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import aotc.compiler
+from aotc.bench.models import small
+from aotc.ir.interpreter import interpret
+from aotc.package.inspect import describe_engine
+from aotc.package.runtime_binding import Engine
+from tests.helpers.quantized import (distance, draw_feeds, expose_quantized, ort_qdq, ort_run, quantized_mismatch)
+from tests.helpers.rng import fresh_rng
+
+pytest.importorskip("onnxruntime")
+
+INT8_KERNELS = ("aotc_dot_mma8_", "aotc_conv_int_")
+
+
+def _compile_and_run(model, feeds, path):
+    result = aotc.compiler.compile(model, path, arch="none")
+    engine = Engine(str(path))
+    outs = engine.create_context(device="cpu").run(feeds)
+    return result, [outs[s.name] for s in engine.outputs]
+
+
+@pytest.mark.parametrize("symmetric", [True, False], ids=["sym", "asym"])
+@pytest.mark.parametrize("builder", ["cnn", "bert_encoder"])
+def test_quantized_model_runs_int8_and_matches_onnxruntime(builder, symmetric, tmp_path):
+    rng, seed = fresh_rng()
+    model, inputs = getattr(small, builder)(**({"batch": 1, "size": 16} if builder == "cnn" else {}))
+    qdq = expose_quantized(ort_qdq(model, inputs, rng, symmetric=symmetric))
+    feeds = draw_feeds(inputs, rng)
+    result, got = _compile_and_run(qdq, feeds, tmp_path / "q.engine")
+
+    anchors = [n for n in result.graph_optimized.nodes if n.op in ("dot_general", "convolution")]
+    assert anchors and all(n.attrs.get("out_dtype") == "i32" for n in anchors), seed
+    info = describe_engine((tmp_path / "q.engine").read_bytes())
+    int8 = [k for k in info["kernels"] if k["name"].startswith(INT8_KERNELS)]
+    assert len(int8) >= len(anchors), [k["name"] for k in info["kernels"]]     # fusion may recompute one
+    if any("math" in k for k in info["kernels"]):        # `aotc inspect` names each kernel's math
+        assert [k for k in info["kernels"] if k.get("math") == "int8"] == int8
+
+    want = interpret(result.graph_optimized, feeds)
+    assert quantized_mismatch(got, want) == (0.0, 0), seed                       # kernels == interpreter
+    ref = ort_run(qdq, feeds)
+    frac, worst = quantized_mismatch(got, ref)
+    assert frac <= 0.01 and worst <= 4, (seed, frac, worst)
+    assert distance(got[:1], ref[:1]) <= 3e-2, seed
+
+
+def _residual_block():
+    """Q/DQ -> Conv(+bias) -> + DQ(residual) -> Relu -> Q: what TensorRT fuses into one int8 kernel."""
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    ws = (np.abs(w).reshape(8, -1).max(1) / 127).astype(np.float32)
+    inits = [numpy_helper.from_array(np.clip(np.round(w / ws[:, None, None, None]), -127, 127).astype(np.int8), "wq"),
+             numpy_helper.from_array(ws, "ws"), numpy_helper.from_array(np.zeros(8, np.int8), "wz"),
+             numpy_helper.from_array(rng.standard_normal(8).astype(np.float32) * 0.1, "b")]
+    for name, s, z in (("x", 0.03, 5), ("r", 0.025, -3), ("y", 0.05, -128)):
+        inits += [numpy_helper.from_array(np.array(s, np.float32), f"{name}_s"),
+                  numpy_helper.from_array(np.array(z, np.int8), f"{name}_z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "x_s", "x_z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "x_s", "x_z"], ["xd"]),
+             helper.make_node("QuantizeLinear", ["res", "r_s", "r_z"], ["rq"]),
+             helper.make_node("DequantizeLinear", ["rq", "r_s", "r_z"], ["rd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=0),
+             helper.make_node("Conv", ["xd", "wd", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "rd"], ["a"]),
+             helper.make_node("Relu", ["a"], ["h"]),
+             helper.make_node("QuantizeLinear", ["h", "y_s", "y_z"], ["out"])]
+    shape = [1, 8, 9, 7]
+    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)
+                                               for n in ("x", "res")],
+                              [helper.make_tensor_value_info("out", TensorProto.INT8, shape)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]), shape
+
+
+def test_conv_bias_residual_relu_requantize_is_one_int8_kernel(tmp_path):
+    rng, seed = fresh_rng()
+    model, shape = _residual_block()
+    feeds = {n: rng.standard_normal(shape).astype(np.float32) for n in ("x", "res")}
+    result, got = _compile_and_run(model, feeds, tmp_path / "b.engine")
+    (conv_region,) = [r for r in result.regions if r.anchor is not None and r.anchor.op == "convolution"]
+    ops_in = {n.op for n in conv_region.nodes}
+    assert {"add", "max", "round_even"} <= ops_in and conv_region.root.dtype.name == "i8", ops_in
+    assert conv_region.anchor.attrs["out_dtype"] == "i32" and conv_region.anchor.attrs["pad_value"] == 5
+    assert len(result.regions) <= 3, [r.kind for r in result.regions]     # + the two input quantizations
+    (want,) = ort_run(model, feeds)
+    diff = np.abs(got[0].astype(np.int64) - want)
+    assert diff.max() <= 1 and np.mean(diff != 0) <= 0.01, seed           # one quantum at most, at ties
