@@ -298,6 +298,49 @@ def dot_operand_load(b: KernelBuilder, bshape, var, value, batch_dims, dims_a, d
     return em.text()
 
 
+def plain_operand(b: KernelBuilder, value, overrides=None) -> bool:
+    """`value` is read straight from a kernel parameter (no view, prologue or conversion in between)."""
+    return value in b.param_names and value not in b.views and value not in (overrides or {}) \
+        and b.producer.get(value) not in b.members
+
+
+def dot_operand_pointer(b: KernelBuilder, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b,
+                        shape_a, shape_b, target: str, indent: int = 4) -> str:
+    """Code setting pointer `target` to a plain dot operand's element at (batch b, flat_a, flat_b), and
+    `nbytes` to 16 (dot_mma's cp.async staging, mma_staging.py)."""
+    em = b.emitter(indent=indent)
+    bi = unravel(em, "b", bshape, f"{var}b_") if bshape else []
+    ai = unravel(em, flat_a, shape_a, f"{var}x_")
+    ci = unravel(em, flat_b, shape_b, f"{var}y_")
+    idx = [""] * value.type.rank
+    for d, e in zip(batch_dims, bi):
+        idx[d] = e
+    for d, e in zip(dims_a, ai):
+        idx[d] = e
+    for d, e in zip(dims_b, ci):
+        idx[d] = e
+    em.emit(f"{target} = {b.param_names[value]} + {linear(idx, value.shape)};")
+    em.emit("nbytes = 16;")
+    return em.text()
+
+
+def contiguous_dim(b: KernelBuilder, value) -> int:
+    """The dim of `value` whose neighbours lie next to each other in memory: the last, seen through the
+    region's transposes (a transposed weight read as index math)."""
+    node = b.producer.get(value)
+    if node is not None and node in b.members and node.op == "transpose":
+        return list(node.attrs["permutation"]).index(contiguous_dim(b, node.inputs[0]))
+    return value.type.rank - 1
+
+
+def simt_b_mapping(k_contiguous: bool) -> dict:
+    """dot.cu's B-tile thread mapping (slots b_kk, b_nn): consecutive lanes along whichever of B's k and
+    n is contiguous in memory, so a warp's B loads are coalesced."""
+    if k_contiguous:
+        return dict(b_kk="(threadIdx.x & 15)", b_nn="((threadIdx.x >> 4) + 16 * l)")
+    return dict(b_kk="((threadIdx.x >> 6) + 4 * l)", b_nn="(threadIdx.x & 63)")
+
+
 def dot_epilogue(b: KernelBuilder, bshape, mshape, nshape, M, N, indent: int) -> Emitter:
     """Epilogue + store for output element (b, m, n), the accumulator in `accv`."""
     out = b.region.anchor.outputs[0]
@@ -312,4 +355,4 @@ def dot_epilogue(b: KernelBuilder, bshape, mshape, nshape, M, N, indent: int) ->
 
 
 __all__ = ["Kernel", "KernelBuilder", "unravel", "slice_offset", "touched_bytes", "acc_type", "reduce_identity",
-           "dot_operand_load", "dot_epilogue", "MAX_GRID"]
+           "dot_operand_load", "dot_operand_pointer", "plain_operand", "contiguous_dim", "simt_b_mapping", "dot_epilogue", "MAX_GRID"]

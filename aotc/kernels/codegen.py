@@ -17,7 +17,7 @@ from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph
 from aotc.kernels import codegen_conv as cc
 from aotc.kernels.builder import (MAX_GRID, Kernel, KernelBuilder, acc_type, dot_epilogue, dot_operand_load,
-                                  reduce_identity, unravel)
+                                  contiguous_dim, reduce_identity, simt_b_mapping, unravel)
 from aotc.kernels.codegen_attention import generate_attention
 from aotc.kernels.codegen_chain import generate_chain
 from aotc.kernels.codegen_dot_mma import generate_dot_mma
@@ -32,6 +32,7 @@ from aotc.kernels.template import instantiate
 LOOP_BLOCK = 256
 WARP_ROW_MAX = 256       # rows up to this long get a warp each (8 per block), longer ones a block
 ROW_WARPS = 8
+COLUMN_MAX = 64          # a reduction keeping the innermost axis takes a thread per output up to this extent
 
 
 def _grid_1d(total, block: int) -> tuple:
@@ -138,6 +139,10 @@ def _reduction(b: KernelBuilder) -> Kernel:
     b.store_root(em_epi, b.root_index(em_epi, kept))     # the epilogue may reshape or transpose
     slots = dict(row_index=em_row.text(), load=em_load.text(), epilogue=em_epi.text(), rows=rows,
                  extent=extent, acc_t=acc_t, init=reduce_identity(kind, x.dtype), kind=kind, block=block)
+    if x.type.rank - 1 not in axes and D.is_static(extent) and extent <= COLUMN_MAX:
+        del slots["kind"]                # a thread's serial loop: no warp combine
+        return b.finish("reduce_column", dict(slots, block=LOOP_BLOCK), (grid_blocks(rows, LOOP_BLOCK), 1, 1),
+                        (LOOP_BLOCK, 1, 1))
     if warp:
         return b.finish("reduce_warp", dict(slots, warps=ROW_WARPS), (grid_blocks(rows, ROW_WARPS), 1, 1),
                         (block, 1, 1))
@@ -180,7 +185,8 @@ def _dot(b: KernelBuilder) -> Kernel:
     else:
         load_b = operand_load("B", rhs, rb, rc, rf, "bk", "bn", kshape, nshape)
         em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=4)
-    slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K, row_stats=row_stats)
+    slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K, row_stats=row_stats,
+                 **simt_b_mapping(list(rc) == [contiguous_dim(b, rhs)]))
     return b.finish("dot", slots, (D.ceildiv(N, 64), D.ceildiv(M, 64), B), (256, 1, 1))
 
 
@@ -277,6 +283,8 @@ def module_source(kernels: list[Kernel]) -> str:
     if any(k.uses_fp16 for k in kernels):
         parts.append("#define AOTC_USE_FP16 1")
     parts += ['#include "aotc_prelude.cuh"', '#include "aotc_ops.cuh"']
+    if any(k.name.startswith("aotc_dot_mma_") for k in kernels):       # its cp.async/ldmatrix pipeline
+        parts.append('#include "aotc_async.cuh"')
     if any(k.name.startswith(("aotc_dot_mma_", "aotc_dot_tf32_")) for k in kernels):
         parts.append('#include "aotc_mma.cuh"')
     if any(k.name.startswith("aotc_dot_mma8_") for k in kernels):

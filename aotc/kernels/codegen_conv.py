@@ -27,7 +27,9 @@ from aotc.fusion.rules.conv import DW_BLOCK, channel_tile, depthwise_node_fits, 
 from aotc.fusion.rules.conv import depthwise_tile as _depthwise_tile
 from aotc.fusion.rules.conv import project_plan as _project_plan
 from aotc.ir import dtypes
-from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, unravel
+from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, plain_operand, simt_b_mapping, unravel
+from aotc.kernels.emitter import linear
+from aotc.kernels.mma_staging import CHUNK, STAGES, Operand, staging_slots, store_slot
 from aotc.kernels.template import instantiate
 
 
@@ -88,12 +90,44 @@ def generate_implicit_gemm(b: KernelBuilder) -> Kernel:
         return b.finish("dot_tf32", slots, grid, (128, 1, 1))
     if mma:
         bf16 = x.dtype == dtypes.bf16
-        slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K,
-                     elt="bf16" if bf16 else "f16", ctype=x.dtype.c,
-                     to_elt="__float2bfloat16" if bf16 else "__float2half")
+        to_elt = "__float2bfloat16" if bf16 else "__float2half"
+        op_a, op_b = _mma_operands(b, x, w, mshape, kshape, a, ema.text(), emb.text())
+        slots = dict(store=store_slot(epi.text(), b.idx_t, M, N, registers=False), batch=1, m=M, n=N, k=K,
+                     elt="bf16" if bf16 else "f16", ctype=x.dtype.c, stages=STAGES, **staging_slots(op_a, op_b, b.idx_t, x.dtype.c, to_elt, M, N, K,
+                                                    b.param_names.get(x, "nullptr"), b.param_names.get(w, "nullptr")))
         return b.finish("dot_mma", slots, grid, (128, 1, 1))
-    slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K)
+    slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K,
+                 **simt_b_mapping(True))             # w[o, *taps, c]: K contiguous
     return b.finish("dot", slots, grid, (256, 1, 1))
+
+
+def _mma_operands(b: KernelBuilder, x, w, mshape, kshape, a, load_a: str, load_b: str):
+    """dot_mma's staging of the implicit GEMM: both operands are k-major (C, then the taps, contiguous);
+    16-byte cp.async chunks of 8 channels of one tap where C % 8 == 0 and the operand is a plain load,
+    a chunk in the padding zero-filled."""
+    C = x.shape[-1]
+    chunks = isinstance(C, int) and C % CHUNK == 0
+    op_a = Operand("A", "k", load=load_a)
+    if chunks and plain_operand(b, x):
+        em = b.emitter(indent=2)
+        pix = unravel(em, "am", mshape, "Am")
+        tap = unravel(em, "ak", kshape, "Ak")
+        q, inside = _tap_coords(em, pix[1:], tap[:-1], a, x.shape[1:-1], "Aq")
+        if inside:
+            em.open(f"if ({inside})")
+        em.emit(f"src = {b.param_names[x]} + {linear([pix[0]] + q + [tap[-1]], x.shape)};")
+        em.emit("nbytes = 16;")
+        if inside:
+            em.close()
+        op_a = Operand("A", "k", address=em.text(), load=load_a)
+    op_b = Operand("B", "k", load=load_b)
+    if chunks and plain_operand(b, w):
+        em = b.emitter(indent=2)
+        wtap = unravel(em, "bk", kshape, "Bk")
+        em.emit(f"src = {b.param_names[w]} + {linear(['bn'] + wtap, w.shape)};")
+        em.emit("nbytes = 16;")
+        op_b = Operand("B", "k", address=em.text(), load=load_b)
+    return op_a, op_b
 
 
 def depthwise_fits(b: KernelBuilder) -> bool:

@@ -13,8 +13,10 @@ from __future__ import annotations
 from aotc.fusion.region import GatedPayload
 from aotc.ir import dims as D
 from aotc.ir import dtypes, ops
-from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, dot_operand_load
+from aotc.kernels.builder import (Kernel, KernelBuilder, contiguous_dim, dot_epilogue, dot_operand_load,
+                                  dot_operand_pointer, plain_operand)
 from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
+from aotc.kernels.mma_staging import STAGES, Operand, can_stage_async, choose_layout, staging_slots, store_slot
 
 
 def generate_dot_mma(b: KernelBuilder, geometry, row_stats: str = "", norm=None) -> Kernel:
@@ -44,7 +46,31 @@ def generate_dot_mma(b: KernelBuilder, geometry, row_stats: str = "", norm=None)
                      row_stats=row_stats, to_elt="aotc_tf32")
         return b.finish("dot_tf32", slots, grid, (128, 1, 1))
     bf16 = lhs.dtype == dtypes.bf16
-    slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K,
-                 elt="bf16" if bf16 else "f16", ctype=lhs.dtype.c,
-                 to_elt="__float2bfloat16" if bf16 else "__float2half", row_stats=row_stats)
+    to_elt = "__float2bfloat16" if bf16 else "__float2half"
+    op_a = _operand(b, "A", lhs, a["lhs_batch"], lf, a["lhs_contract"], bshape, mshape, kshape, M, K,
+                    norm or {}, load_a)
+    op_b = _operand(b, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, bshape, kshape, nshape, N, K,
+                    {} if not gated else None, load_b)
+    slots = dict(store=store_slot(em.text(), b.idx_t, M, N, registers=bool(gated)), batch=B, m=M, n=N, k=K,
+                 elt="bf16" if bf16 else "f16", ctype=lhs.dtype.c, row_stats=row_stats, stages=STAGES,
+                 **staging_slots(op_a, op_b, b.idx_t, lhs.dtype.c, to_elt, M, N, K,
+                                 b.param_names.get(lhs, "nullptr"), b.param_names.get(rhs, "nullptr")))
     return b.finish("dot_mma", slots, grid, (128, 1, 1))
+
+
+def _operand(b: KernelBuilder, which: str, value, batch_dims, dims_x, dims_y, bshape, shape_x, shape_y,
+             extent, K, overrides, load: str) -> Operand:
+    """How dot_mma stages operand A (dims_x = m, dims_y = k) or B (dims_x = k, dims_y = n).
+
+    `overrides` None: the operand's load is not a plain one (a gated B's column map), whatever the value is."""
+    rank = value.type.rank
+    contract = dims_y if which == "A" else dims_x
+    free = dims_x if which == "A" else dims_y
+    layout = choose_layout(contiguous_dim(b, value), contract, free)
+    run = K if layout == "k" else extent
+    if overrides is not None and plain_operand(b, value, overrides) and can_stage_async(layout, contract, rank, run):
+        flat_x, flat_y = ("am", "ak") if which == "A" else ("bk", "bn")
+        address = dot_operand_pointer(b, bshape, which, value, batch_dims, dims_x, dims_y, flat_x, flat_y,
+                                      shape_x, shape_y, "src", indent=2)
+        return Operand(which, layout, address=address, load=load)
+    return Operand(which, layout, load=load)

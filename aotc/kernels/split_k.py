@@ -90,9 +90,15 @@ def split_slots(kind: str, batch: int, m: int, n: int, k: int, idx_t: str, enabl
     begin = f"({idx_t})(blockIdx.z % {splits}) * {per}"
     mma = kind != "dot"
     (ni, nj, nr), elt, row, col = _LAYOUT["mma" if mma else "dot"]
-    fixup = instantiate("split_k_fixup.part", dict(
-        splits=splits, acc_count=ni * nj * nr, ni=ni, nj=nj, nr=nr, acc=elt, mma="true" if mma else "false",
-        row=row, col=col, total=batch * m * n, mn=m * n, m=m, n=n), indent=2)
+    if kind in ("dot_mma", "dot"):      # the accumulators meet in a shared-memory tile (no local array)
+        fixup = instantiate("split_k_tile.part", dict(splits=splits, total=batch * m * n, mn=m * n, m=m, n=n,
+                                                      stride=72 if mma else 80), indent=2)
+        if kind == "dot":               # dot_mma.cu has its tile already; dot.cu's goes there and back
+            fixup = instantiate("split_k_simt.part", dict(handoff=fixup), indent=2)
+    else:
+        fixup = instantiate("split_k_fixup.part", dict(
+            splits=splits, acc_count=ni * nj * nr, ni=ni, nj=nj, nr=nr, acc=elt, mma="true" if mma else "false",
+            row=row, col=col, total=batch * m * n, mn=m * n, m=m, n=n), indent=2)
     slots = dict(b_index=f"blockIdx.z / {splits}", k_begin=begin,
                  k_end=f"({begin} + {per} < {k} ? {begin} + {per} : {k})", split_fixup=fixup)
     return slots, splits, per

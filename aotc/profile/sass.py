@@ -5,7 +5,9 @@ share of HMMA/IMMA (or FFMA for the f32 fallbacks) among the instructions of
 the loop that runs K times. nvdisasm (the `nvidia-cuda-nvdisasm` wheel)
 prints the SASS; the main loop is taken to be the longest innermost loop,
 an innermost loop being the span from a backward branch's target to the
-branch that contains no other backward branch. LDL/STL anywhere in the
+branch that contains no other backward branch; where some innermost loops
+hold tensor-core instructions, the longest of those (a GEMM's epilogue loop,
+with erf say, may be longer than its K loop). LDL/STL anywhere in the
 kernel are local memory: spills or local arrays. Without nvdisasm the caller
 gets None and says so.
 """
@@ -69,13 +71,16 @@ def parse(text: str) -> dict[str, KernelSass]:
 
 
 def main_loop(k: KernelSass) -> tuple[int, int] | None:
-    """(first, last) address of the longest innermost loop, or None for straight-line code."""
+    """(first, last) address of the longest innermost loop (of those with tensor-core instructions, where
+    any has them), or None for straight-line code."""
     loops = []
     for addr, op, args in k.instructions:
         if op.startswith("BRA") and (t := _TARGET.search(args)) and k.labels.get(t.group(1), addr + 1) <= addr:
             loops.append((k.labels[t.group(1)], addr))
     inner = [a for a in loops if not any(b != a and a[0] <= b[0] and b[1] <= a[1] for b in loops)]
-    return max(inner, key=lambda s: s[1] - s[0], default=None)
+    # a tensor-core kernel's K loop is the one with the mma instructions, however long its epilogue loop
+    tensor = [s for s in inner if any(s[0] <= a <= s[1] and op in TENSOR_OPS for a, op, _ in k.instructions)]
+    return max(tensor or inner, key=lambda s: s[1] - s[0], default=None)
 
 
 def mix(k: KernelSass) -> dict:

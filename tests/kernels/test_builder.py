@@ -103,3 +103,21 @@ def test_finish_refuses_a_wrong_slot():
     ("prod", dtypes.i32, "int", "1"), ("min", dtypes.u8, "unsigned int", "255u")])
 def test_reductions_accumulate_wide_from_their_identity(kind, dt, acc, start):
     assert acc_type(dt) == acc and reduce_identity(kind, dt) == start
+
+
+def test_contiguous_dim_and_plain_operands_see_through_the_regions_transposes():
+    from aotc.kernels.builder import contiguous_dim, plain_operand, simt_b_mapping
+    b = GraphBuilder()
+    a = b.input("a", (8, 5, 6))                          # (b, m, k)
+    wt = b.input("wt", (8, 7, 6))                        # stored (b, n, k), read transposed as (b, k, n)
+    w = b.add("transpose", wt, permutation=(0, 2, 1))
+    d = b.add("dot_general", a, w, lhs_batch=(0,), rhs_batch=(0,), lhs_contract=(2,), rhs_contract=(1,))
+    graph = b.build([d])
+    (region,) = [r for r in partition(graph) if r.anchor.op == "dot_general"]
+    kb = _builder(graph, region)
+    lhs, rhs = region.anchor.inputs
+    assert contiguous_dim(kb, lhs) == 2 and plain_operand(kb, lhs)
+    assert rhs is w                                       # the transpose is index math in the region
+    assert contiguous_dim(kb, rhs) == 1 and not plain_operand(kb, rhs)
+    assert simt_b_mapping(True)["b_kk"] == "(threadIdx.x & 15)"
+    assert simt_b_mapping(False)["b_nn"] == "(threadIdx.x & 63)"

@@ -93,6 +93,9 @@ def test_loop_integer_ops(dtype):
     ((3, 5), (0,), "prod"),
     ((783, 256), (1,), "max"),          # the longest row a warp takes, rows not a multiple of 8
     ((9, 257), (1,), "sum"),            # the shortest a block takes
+    ((2, 3, 3, 50), (1, 2), "sum"),     # NHWC pooling: a thread per output walks the window
+    ((1, 7, 7, 64), (1, 2), "max"),
+    ((3, 65, 40), (1,), "sum"),         # an extent past reduce_column's: a warp per row
 ])
 def test_reduction(shape, axes, kind):
     rng, seed = fresh_rng()
@@ -105,7 +108,9 @@ def test_reduction(shape, axes, kind):
     low, high = (0.5, 1.5) if kind == "prod" else (-1, 1)
     (k,) = check(graph, [random_array(rng, shape, low=low, high=high)], seed, rtol=2e-5, kinds=["reduction"])
     extent = math.prod(shape[a] for a in axes)
-    assert k.name.startswith("aotc_reduce_warp_") == (extent <= codegen.WARP_ROW_MAX)
+    column = len(shape) - 1 not in axes and extent <= codegen.COLUMN_MAX
+    assert k.name.startswith("aotc_reduce_column_") == column
+    assert k.name.startswith("aotc_reduce_warp_") == (not column and extent <= codegen.WARP_ROW_MAX)
 
 
 @pytest.mark.parametrize("dtype", ["i32", "i64"])
@@ -121,15 +126,19 @@ def test_warp_reduction_of_integers(dtype):
 
 
 def test_warp_row_kernels_compile_for_the_gpu():
-    """reduce_warp.cu and row_warp.cu through NVRTC (f32 and i64 accumulators), with their resource check."""
+    """reduce_warp.cu, reduce_column.cu and row_warp.cu through NVRTC (f32 and i64 accumulators), with their
+    resource check."""
     from aotc.kernels.nvrtc_compile import compile_device
     from aotc.kernels.resources import check_kernels
     b = GraphBuilder()
     x = b.input("x", (40, 30))
     i = b.input("i", (40, 30), "i64")
-    graph = b.build([_softmax(b, x, (1,)), b.add("reduce", i, kind="sum", axes=(1,))])
+    p = b.input("p", (2, 5, 5, 40))
+    graph = b.build([_softmax(b, x, (1,)), b.add("reduce", i, kind="sum", axes=(1,)),
+                     b.add("reduce", p, kind="max", axes=(1, 2))])
     kernels = [generate(graph, r) for r in partition(graph)]
-    assert sorted(k.name.split("_")[1] + "_" + k.name.split("_")[2] for k in kernels) == ["reduce_warp", "row_warp"]
+    assert sorted(k.name.split("_")[1] + "_" + k.name.split("_")[2] for k in kernels) == \
+        ["reduce_column", "reduce_warp", "row_warp"]
     cubin = compile_device(codegen.module_source(kernels), "sm_90")
     usage = check_kernels(kernels, "sm_90", cubin)
     assert all(usage[k.name].static_smem == 0 for k in kernels)      # no shared memory: warps only

@@ -60,11 +60,14 @@ def test_implicit_gemm_conv(xshape, wshape, strides, pads, dil):
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_implicit_gemm_conv_tensor_cores(dtype):
+@pytest.mark.parametrize("cin", [24, 6])
+def test_implicit_gemm_conv_tensor_cores(dtype, cin):
+    """Channels in whole 16-byte chunks are staged by cp.async (padding taps zero-filled), others per element."""
     rng, seed = fresh_rng()
-    graph, ins = _conv_graph(rng, (2, 11, 10, 24), (50, 3, 3, 24), (2, 1), ((1, 1), (1, 1)), (1, 1), 1, dtype)
+    graph, ins = _conv_graph(rng, (2, 11, 10, cin), (50, 3, 3, cin), (2, 1), ((1, 1), (1, 1)), (1, 1), 1, dtype)
     (k,) = check(graph, ins, seed, rtol=3e-2, atol=3e-2, kinds=["conv"])
     assert k.name.startswith("aotc_dot_mma_")
+    assert k.source.count("aotc_cp_async_16(") == (2 if cin % 8 == 0 else 0)
 
 
 DW_CASES = [  # channels, input H, W, kernel, strides, pads, dilations

@@ -154,7 +154,8 @@ def _small_graphs():
     b = GraphBuilder()                                   # reductions, rows, a window, a direct conv
     x = b.input("x", (3, 50, 783))
     s = b.add("reduce", b.add("exp", x), kind="sum", axes=(2,))              # 783: a block per row
-    m = b.add("reduce", x, kind="max", axes=(1,))                            # 50: a warp per row
+    m = b.add("reduce", b.add("transpose", x, permutation=(0, 2, 1)), kind="max", axes=(2,))   # 50: a warp per row
+    col = b.add("reduce", x, kind="min", axes=(1,))                          # 50 keeping 783: a thread per output
     ln = layer_norm(b, x, b.input("g", (783,)), b.input("beta", (783,)))     # a block per row
     z = b.input("z", (7, 50))
     short = layer_norm(b, z, b.input("gz", (50,)), b.input("bz", (50,)))    # a warp per row
@@ -162,7 +163,7 @@ def _small_graphs():
                  padding=((0, 0), (1, 1), (1, 1)), dilations=(1, 1, 1))
     w = b.input("w", (4, 50, 3))
     conv = b.add("convolution", x, w, strides=(1,), padding=((1, 1),), dilations=(1,), groups=1)
-    graphs.append(b.build([s, m, b.add("tanh", ln), b.add("tanh", short), pool, conv]))
+    graphs.append(b.build([s, m, col, b.add("tanh", ln), b.add("tanh", short), pool, conv]))
     b = GraphBuilder()                                   # a norm prologue in a GEMM
     x = b.input("x", (50, 64))
     y = layer_norm(b, x, b.input("g", (64,)), b.input("beta", (64,)))

@@ -33,6 +33,17 @@ def test_the_innermost_backward_loop_is_the_main_loop():
     assert m["local_ops"] == 2
 
 
+def test_a_longer_loop_without_mma_is_not_a_tensor_core_kernels_main_loop():
+    epilogue = "".join(f"        /*{a:04x}*/                   FMUL R1, R2, R3 ;\n" for a in range(0xa0, 0x100, 0x10))
+    listing = LISTING.replace("        /*0090*/                   EXIT ;\n",
+                              ".L_x_2:\n" + epilogue + "        /*0100*/              @!P2 BRA `(.L_x_2) ;\n"
+                              "        /*0110*/                   EXIT ;\n")
+    k = sass.parse(listing)["k"]
+    assert sass.main_loop(k) == (0x20, 0x50)
+    plain = sass.parse(listing.replace("HMMA.16816.F32", "FFMA"))["k"]
+    assert sass.main_loop(plain) == (0xa0, 0x100)       # no mma anywhere: the longest innermost loop
+
+
 def test_straight_line_code_has_no_loop():
     k = sass.parse(LISTING.replace("BRA `(.L_x_1)", "NOP").replace("BRA `(.L_x_0)", "NOP"))["k"]
     assert sass.main_loop(k) is None

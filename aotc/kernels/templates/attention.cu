@@ -4,7 +4,8 @@
 // Flash-attention forward: each warp owns one query row, a block owns 8 rows;
 // 32-key tiles of K and V are staged in shared memory; the softmax is computed
 // online (running max m, running sum l, rescaled accumulator), so the S x S
-// score matrix never exists. f is the region's score chain (scale, mask).
+// score matrix never exists. f is the region's score chain (scale, mask). The
+// staging, Q.K and P.V loops are unrolled, so the key-tile loop is the main loop.
 extern "C" __global__ void __launch_bounds__(256) ${name}(${params}) {
   __shared__ float Ks[32][${dh} + 1];
   __shared__ float Vs[32][${dv} + 1];
@@ -30,7 +31,10 @@ ${load_q}
     for (int t = 0; t < ${dv_per_lane}; ++t) o[t] = 0.0f;
     for (${idx_t} j0 = 0; j0 < ${sk}; j0 += 32) {
       __syncthreads();                       // the previous tile is consumed
-      for (int e = threadIdx.x; e < 32 * ${dh}; e += 256) {
+#pragma unroll
+      for (int r = 0; r < (32 * ${dh} + 255) / 256; ++r) {   // constant trips: unrolled, not a loop of its own
+        const int e = threadIdx.x + 256 * r;
+        if (32 * ${dh} % 256 != 0 && e >= 32 * ${dh}) break;
         const int jj = e / ${dh};
         const ${idx_t} d = e % ${dh}, j = j0 + jj;
         float kv = 0.0f;
@@ -39,7 +43,10 @@ ${load_k}
         }
         Ks[jj][d] = kv;
       }
-      for (int e = threadIdx.x; e < 32 * ${dv}; e += 256) {
+#pragma unroll
+      for (int r = 0; r < (32 * ${dv} + 255) / 256; ++r) {
+        const int e = threadIdx.x + 256 * r;
+        if (32 * ${dv} % 256 != 0 && e >= 32 * ${dv}) break;
         const int jj = e / ${dv};
         const ${idx_t} d = e % ${dv}, j = j0 + jj;
         float vv = 0.0f;
@@ -53,6 +60,7 @@ ${load_v}
       float s = -AOTC_INF;
       if (i < ${sq} && j < ${sk}) {
         float qk = 0.0f;
+#pragma unroll
         for (int d = 0; d < ${dh}; ++d) qk += Qs[warp][d] * Ks[lane][d];
 ${score}
       }
@@ -68,6 +76,7 @@ ${score}
       for (int t = 0; t < ${dv_per_lane}; ++t) o[t] *= rescale;
       Ps[warp][lane] = p;                    // broadcast the tile's probabilities
       __syncwarp();
+#pragma unroll
       for (int jj = 0; jj < 32; ++jj) {
         const float pj = Ps[warp][jj];
 #pragma unroll

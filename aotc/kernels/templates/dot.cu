@@ -9,8 +9,11 @@
 // (aotc/kernels/split_k.py) sum one K range per block; the tile's last block adds
 // the partials in a fixed order and runs the epilogue.
 extern "C" __global__ void __launch_bounds__(256) ${name}(${params}) {
-  __shared__ float As[2][16][64 + 4];   // As[buf][k][m]
-  __shared__ float Bs[2][16][64 + 4];   // Bs[buf][k][n]
+  // rows of 66: a warp's stores of 16 k x 2 columns hit 32 distinct banks (2k + column); a split-K
+  // launch's handoff reuses the memory for its 64x80 tile (split_k_simt.part)
+  __shared__ __align__(16) float aotc_smem[64 * 80];
+  float (*As)[16][64 + 2] = reinterpret_cast<float (*)[16][64 + 2]>(aotc_smem);   // As[buf][k][m]
+  float (*Bs)[16][64 + 2] = As + 2;                                                 // Bs[buf][k][n]
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   const ${idx_t} b = ${b_index};
   const ${idx_t} m0 = (${idx_t})blockIdx.y * 64, n0 = (${idx_t})blockIdx.x * 64;
@@ -22,7 +25,8 @@ ${row_stats}
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
   float ra[4], rb[4];
   // A tile: 64 (m) x 16 (k); thread t loads k = t & 15, m = (t >> 4) + 16*l.
-  // B tile: 16 (k) x 64 (n); thread t loads n = t & 63, k = (t >> 6) + 4*l.
+  // B tile: 16 (k) x 64 (n); thread t loads (k, n) = (${b_kk}, ${b_nn}): along n where B's
+  // n is contiguous in memory, along k (as A) where its k is.
   // Software pipeline with one fetch site (half the code to compile): step kt fetches tile kt
   // into registers, multiplies tile kt-1 from shared memory while those loads are in flight,
   // then stores tile kt into the other buffer. One barrier per step.
@@ -40,8 +44,8 @@ ${row_stats}
 ${load_a}
       }
       ra[l] = a;
-      const ${idx_t} bk = k0 + (threadIdx.x >> 6) + 4 * l;
-      const ${idx_t} bn = n0 + (threadIdx.x & 63);
+      const ${idx_t} bk = k0 + ${b_kk};
+      const ${idx_t} bn = n0 + ${b_nn};
       float bv = 0.0f;
       if (bk < ${k} && bn < ${n}) {
 ${load_b}
@@ -68,7 +72,7 @@ ${load_b}
 #pragma unroll
       for (int l = 0; l < 4; ++l) {
         As[cur][threadIdx.x & 15][(threadIdx.x >> 4) + 16 * l] = ra[l];
-        Bs[cur][(threadIdx.x >> 6) + 4 * l][threadIdx.x & 63] = rb[l];
+        Bs[cur][${b_kk}][${b_nn}] = rb[l];
       }
     }
     __syncthreads();

@@ -2,42 +2,56 @@
 // C[b, m, n] = sum_k A[b, m, k] * B[b, k, n] with B=${batch} M=${m} N=${n} K=${k}.
 // 128 threads = 4 warps in a 2x2 grid; block tile 64x64, warp tile 32x32 =
 // 2 x 4 mma.m16n8k16 tiles, f32 accumulators. Each 16-deep K slice of A (64x16)
-// and B (stored n-major, 64x16) is staged in shared memory as ${elt} by the
-// region's prologue loads; fragments are read as packed 32-bit pairs.
+// and B (64x16) goes into one of ${stages} pipeline stages in XOR-swizzled shared
+// memory (mma_staging.py: by 16-byte cp.async where the operand is a plain aligned
+// load, else per element by the region's prologue loads); fragments by ldmatrix.
+// Iteration `it` waits for slice it - ${stages} + 1, issues slice `it` into the
+// stage the barrier just freed, then multiplies the waited slice. The accumulators
+// then go to a 64x64 f32 tile in the same shared memory, where split-K meets
+// (split_k_tile.part) and the epilogue runs along n (mma_store_smem.part), or
+// from the registers for a gated epilogue (mma_store_regs.part).
 extern "C" __global__ void __launch_bounds__(128) ${name}(${params}) {
-  __shared__ __align__(16) ${ctype} As[64][16 + 8];
-  __shared__ __align__(16) ${ctype} Bs[64][16 + 8];
+  // the pipeline's stages, reused by the epilogue (mma_store_smem.part)
+  __shared__ __align__(128) unsigned char aotc_smem[${smem_bytes}];
+  ${ctype} (*As)[1024] = reinterpret_cast<${ctype} (*)[1024]>(aotc_smem);
+  ${ctype} (*Bs)[1024] = As + ${stages};
   ${include mma_setup.part}
-  for (${idx_t} k0 = ${k_begin}; k0 < ${k_end}; k0 += 16) {
-    ${include mma_stage.part}
-    unsigned af[2][4], bf[4][2];
-    for (int i = 0; i < 2; ++i) {
-      const int r = wm + 16 * i + g;
-      af[i][0] = *reinterpret_cast<const unsigned *>(&As[r][2 * t]);
-      af[i][1] = *reinterpret_cast<const unsigned *>(&As[r + 8][2 * t]);
-      af[i][2] = *reinterpret_cast<const unsigned *>(&As[r][2 * t + 8]);
-      af[i][3] = *reinterpret_cast<const unsigned *>(&As[r + 8][2 * t + 8]);
-    }
-    for (int j = 0; j < 4; ++j) {
-      const int c = wn + 8 * j + g;
-      bf[j][0] = *reinterpret_cast<const unsigned *>(&Bs[c][2 * t]);
-      bf[j][1] = *reinterpret_cast<const unsigned *>(&Bs[c][2 * t + 8]);
-    }
-    for (int i = 0; i < 2; ++i)
-      for (int j = 0; j < 4; ++j) aotc_mma_m16n8k16_${elt}(acc[i][j], af[i], bf[j], acc[i][j]);
+  const ${idx_t} kbeg = ${k_begin}, kend = ${k_end};
+  const int nk = (int)((kend - kbeg + 15) / 16);
+  for (int it = 0; it < nk + ${stages} - 1; ++it) {
+    aotc_cp_async_wait<${stages} - 2>();
     __syncthreads();
-  }
-${split_fixup}
-  for (int i = 0; i < 2; ++i) {
-    for (int j = 0; j < 4; ++j) {
-      for (int r = 0; r < 4; ++r) {
-        const ${idx_t} m = m0 + wm + 16 * i + g + (r >= 2 ? 8 : 0);
-        const ${idx_t} n = n0 + wn + 8 * j + 2 * t + (r & 1);
-        if (m < ${m} && n < ${n}) {
-          const float accv = acc[i][j][r];
-${epilogue}
-        }
-      }
+    if (it < nk) {
+      const int st = it % ${stages};
+      const ${idx_t} k0 = kbeg + 16 * it;
+${stage_a}
+${stage_b}
     }
+    aotc_cp_async_commit();
+    if (it < ${stages} - 1) continue;
+    const int cur = (it - ${stages} + 1) % ${stages};
+    unsigned af[2][4], bf[4][2];
+${frag_a}
+${frag_b}
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) aotc_mma_m16n8k16_${elt}(acc[i][j], af[i], bf[j], acc[i][j]);
   }
+  aotc_cp_async_wait<0>();
+  // the accumulators to a 64x64 f32 tile over the stages (rows of 72: the float2 stores of a half-warp
+  // hit 16 distinct bank pairs), for the split-K handoff and the epilogue
+  __syncthreads();                               // every warp is done with the stages
+  float *Cs = reinterpret_cast<float *>(aotc_smem);
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<float2 *>(&Cs[(wm + 16 * i + g + 8 * h) * 72 + wn + 8 * j + 2 * t]) =
+            make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+  __syncthreads();
+${split_fixup}
+${store}
 }
