@@ -101,9 +101,9 @@ def _spread_to_runtime(graph: Graph) -> set:
     return reach
 
 
-def _small_operand(v, env, spread_from):
+def _small_operand(v, env, spread_from, rank):
     """(array at the output's rank, size-1 on the axes it is broadcast along) for an operand that is a
-    kept broadcast of a constant, or a 0-d constant; None otherwise."""
+    kept broadcast of a constant, or a constant (0-d or of the output's rank); None otherwise."""
     b = spread_from.get(v)
     if b is not None:
         src, rank = env[b.inputs[0]], b.outputs[0].type.rank
@@ -111,23 +111,24 @@ def _small_operand(v, env, spread_from):
         for i, d in enumerate(b.attrs["broadcast_dimensions"]):
             shape[d] = src.shape[i]
         return src.reshape(shape)
-    if v in env and env[v].ndim == 0:
+    if v in env and env[v].ndim in (0, rank):
         return env[v]
     return None
 
 
-def _elementwise_of_spread(n: Node, env, spread_from) -> Node | None:
-    """An elementwise node of kept broadcasts (and 0-d constants), computed on the small operands and
-    broadcast once: the splat `convert(broadcast(zero_point))` becomes `broadcast(convert(zero_point))`."""
+def _elementwise_of_spread(n: Node, env, spread_from) -> Node | np.ndarray | None:
+    """An elementwise node of kept broadcasts (and constants), computed on the small operands and
+    broadcast once: the splat `convert(broadcast(zero_point))` becomes `broadcast(convert(zero_point))`.
+    Where another operand is a constant of the full shape, the node simply folds (the array)."""
     if ops.category(n.op) != ops.ELEMENTWISE or len(n.outputs) != 1 or not n.inputs:
         return None
     out = n.outputs[0]
     if not out.type.is_static or not any(v in spread_from for v in n.inputs):
         return None
-    small = [_small_operand(v, env, spread_from) for v in n.inputs]
+    rank = out.type.rank
+    small = [_small_operand(v, env, spread_from, rank) for v in n.inputs]
     if any(a is None for a in small):
         return None
-    rank = out.type.rank
     small = [np.reshape(a, (1,) * rank) if a.ndim == 0 else a for a in small]
     full = np.broadcast_shapes(*(a.shape for a in small))
     try:
@@ -135,6 +136,8 @@ def _elementwise_of_spread(n: Node, env, spread_from) -> Node | None:
             (r,) = evaluate_node(n.op, n.attrs, [np.broadcast_to(a, full) for a in small])
     except (ArithmeticError, IndexError, ValueError):
         return None
+    if tuple(full) == tuple(out.shape):
+        return np.array(r, dtype=out.dtype.np, order="C")
     keep = tuple(d for d in range(rank) if full[d] != 1)
     r = np.array(r.reshape([full[d] for d in keep]), dtype=out.dtype.np, order="C")
     src = Value(f"{out.name}_small", TensorType(tuple(r.shape), out.dtype))
@@ -159,6 +162,9 @@ def run(graph: Graph) -> Graph:
             spread_from[n.outputs[0]] = n
         else:
             moved = _elementwise_of_spread(n, env, spread_from) if n.outputs[0] in spread else None
+            if isinstance(moved, np.ndarray):
+                env[n.outputs[0]] = moved
+                continue
             if moved is not None:
                 n = moved
                 spread_from[n.outputs[0]] = n

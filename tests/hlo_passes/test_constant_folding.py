@@ -89,6 +89,24 @@ def test_a_splat_zero_point_is_converted_before_its_broadcast():
     assert [n.op for n in again.nodes] == [n.op for n in out.nodes]     # a fixed point
 
 
+def test_a_constant_compared_with_a_kept_broadcast_still_folds():
+    """compare(c[4,1], broadcast(0-d)) has a constant of its own shape: it folds to a constant (so the
+    select it feeds stays visible to algsimp as all-false), as it did before broadcasts were kept."""
+    b = GraphBuilder()
+    x = b.input("x", (2, 4, 6))
+    c = b.constant(np.zeros((4, 1), np.float32), "rowmax")
+    ninf = b.add("broadcast_in_dim", b.constant(np.array([-np.inf], np.float32), "ninf"), shape=(4, 1),
+                 broadcast_dimensions=(1,))
+    pred = b.add("broadcast_in_dim", b.add("compare", c, ninf, direction="EQ"), shape=(2, 4, 6),
+                 broadcast_dimensions=(1, 2))
+    zero = b.add("broadcast_in_dim", scalar_constant(b, 0.0, "zero"), shape=(2, 4, 6), broadcast_dimensions=())
+    g = b.build([b.add("select", pred, zero, x)])
+    out = dce.run(constant_folding.run(g))
+    compare = next(n for n in g.nodes if n.op == "compare")
+    assert "compare" not in counts(out) and not out.constants[compare.outputs[0]].any()
+    assert_same_results(g, out)
+
+
 def test_large_constant_input_allows_same_size_result():
     b = GraphBuilder()
     w = b.constant(np.linspace(-1, 1, 4096, dtype=np.float32).reshape(64, 64), "w")
