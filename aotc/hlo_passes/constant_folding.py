@@ -106,7 +106,7 @@ def _small_operand(v, env, spread_from, rank):
     kept broadcast of a constant, or a constant (0-d or of the output's rank); None otherwise."""
     b = spread_from.get(v)
     if b is not None:
-        src, rank = env[b.inputs[0]], b.outputs[0].type.rank
+        src = env[b.inputs[0]]
         shape = [1] * rank
         for i, d in enumerate(b.attrs["broadcast_dimensions"]):
             shape[d] = src.shape[i]
@@ -136,7 +136,9 @@ def _elementwise_of_spread(n: Node, env, spread_from) -> Node | np.ndarray | Non
             (r,) = evaluate_node(n.op, n.attrs, [np.broadcast_to(a, full) for a in small])
     except (ArithmeticError, IndexError, ValueError):
         return None
-    if tuple(full) == tuple(out.shape):
+    if tuple(full) == tuple(out.shape):       # folds, within the bloat limit
+        if r.size > max(MIN_FOLD_LIMIT, max(a.size for a in small)):
+            return None
         return np.array(r, dtype=out.dtype.np, order="C")
     keep = tuple(d for d in range(rank) if full[d] != 1)
     r = np.array(r.reshape([full[d] for d in keep]), dtype=out.dtype.np, order="C")
