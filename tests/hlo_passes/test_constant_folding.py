@@ -51,6 +51,62 @@ def test_does_not_fold_a_big_broadcast():
     assert_same_results(g, out)
 
 
+def test_a_small_vector_broadcast_over_an_activation_stays_a_vector():
+    """A per-channel scale times a scale, broadcast into a 1024-element activation: folded, every kernel
+    reading it would load 4 KiB instead of 64 B. The broadcast stays an op, and the constant add of it
+    is computed on the vector and broadcast once."""
+    b = GraphBuilder()
+    x = b.input("x", (4, 16, 16))
+    rng = np.random.default_rng(7)
+    s = b.constant(rng.standard_normal(16).astype(np.float32), "s")
+    t = b.constant(rng.standard_normal(16).astype(np.float32), "t")
+    both = b.add("mul", s, t)                                      # a small constant: folds
+    wide = b.add("broadcast_in_dim", both, shape=(4, 16, 16), broadcast_dimensions=(2,))
+    twice = b.add("add", wide, wide)                               # constant-only, reaches x's mul
+    y = b.add("mul", x, twice)
+    g = b.build([y])
+    out = dce.run(constant_folding.run(g))
+    assert counts(out) == {"broadcast_in_dim": 1, "mul": 1}
+    (small,) = out.constants.values()
+    assert small.shape == (16,)
+    np.testing.assert_allclose(small, 2 * g.constants[s] * g.constants[t], rtol=1e-6)
+    assert_same_results(g, out)
+
+
+def test_a_splat_zero_point_is_converted_before_its_broadcast():
+    """convert(broadcast(i8 zero point)) read by two run-time nodes: one f32 scalar broadcast, no splat."""
+    b = GraphBuilder()
+    x = b.input("x", (8, 32))
+    zp = b.constant(np.array(-3, np.int8), "zp")
+    zf = b.add("convert", b.add("broadcast_in_dim", zp, shape=(8, 32), broadcast_dimensions=()), dtype="f32")
+    g = b.build([b.add("sub", x, zf), b.add("add", x, zf)])
+    out = dce.run(constant_folding.run(g))
+    assert counts(out) == {"broadcast_in_dim": 1, "sub": 1, "add": 1}
+    (small,) = out.constants.values()
+    assert small.dtype == np.float32 and small.shape == () and small == -3.0
+    assert_same_results(g, out)
+    again = dce.run(constant_folding.run(out))
+    assert [n.op for n in again.nodes] == [n.op for n in out.nodes]     # a fixed point
+
+
+def test_a_constant_compared_with_a_kept_broadcast_still_folds():
+    """compare(c[4,1], broadcast(0-d)) has a constant of its own shape: it folds to a constant (so the
+    select it feeds stays visible to algsimp as all-false), as it did before broadcasts were kept."""
+    b = GraphBuilder()
+    x = b.input("x", (2, 4, 6))
+    c = b.constant(np.zeros((4, 1), np.float32), "rowmax")
+    ninf = b.add("broadcast_in_dim", b.constant(np.array([-np.inf], np.float32), "ninf"), shape=(4, 1),
+                 broadcast_dimensions=(1,))
+    pred = b.add("broadcast_in_dim", b.add("compare", c, ninf, direction="EQ"), shape=(2, 4, 6),
+                 broadcast_dimensions=(1, 2))
+    zero = b.add("broadcast_in_dim", scalar_constant(b, 0.0, "zero"), shape=(2, 4, 6), broadcast_dimensions=())
+    g = b.build([b.add("select", pred, zero, x)])
+    out = dce.run(constant_folding.run(g))
+    compare = next(n for n in g.nodes if n.op == "compare")
+    assert "compare" not in counts(out) and not out.constants[compare.outputs[0]].any()
+    assert_same_results(g, out)
+
+
 def test_large_constant_input_allows_same_size_result():
     b = GraphBuilder()
     w = b.constant(np.linspace(-1, 1, 4096, dtype=np.float32).reshape(64, 64), "w")
