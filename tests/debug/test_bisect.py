@@ -22,7 +22,8 @@ def test_bisect_fixes_the_fp16_overflow():
     assert not fix.before.passes and fix.before.first_bad is not None
     assert fix.fixed and fix.after.passes and fix.trials <= 16
     assert fix.added and set(fix.keep_fp32) <= {"scale_up", "square", "proj", "scale_down", "act"}
-    assert "square" in fix.keep_fp32        # the square's 1e6 cannot be stored in fp16
+    # the square's 1e6 cannot be stored in fp16: the fix keeps the square, or the GEMM whose prologue computes it
+    assert {"square", "proj"} & set(fix.keep_fp32)
     d = fix.as_dict()
     assert d["keep_fp32"] == fix.keep_fp32 and d["error_after_fix"]["within_tolerance"]
     assert d["error_after_fix"]["max_rel_err"] <= 1e-2 and fix.argument().startswith("--keep-fp32 ")
