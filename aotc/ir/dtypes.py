@@ -159,7 +159,8 @@ E8M0_ROUND_MODES = ("up", "down", "nearest")
 def to_e8m0(x: np.ndarray, saturate: bool, round_mode: str = "up") -> np.ndarray:
     """Round `x` to f8e8m0fnu as ONNX Cast does: through f32, the sign dropped, the mantissa rounded
     away by round_mode ('up': +1 when non-zero, 'down': truncate, 'nearest': +1 on the guard bit,
-    a tie going up for normals and down for f32 subnormals, as onnx's reference); NaN and +-inf give 0xFF, and saturate stops a round-up at code 254."""
+    a tie going up for normals and down for f32 subnormals, as onnx's reference); NaN and +-inf
+    give 0xFF, and saturate stops a round-up at code 254 (2^127) instead of NaN."""
     if round_mode not in E8M0_ROUND_MODES:
         raise ValueError(f"round_mode must be one of {E8M0_ROUND_MODES}, got {round_mode!r}")
     with np.errstate(over="ignore", invalid="ignore"):

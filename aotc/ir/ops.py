@@ -484,6 +484,7 @@ _def("pad", INJECTIVE, _pad_infer,
 def _iota_infer(attrs, ts):
     shape, dim = tuple(attrs["shape"]), attrs["dimension"]
     _check(0 <= dim < len(shape), f"dimension {dim} out of range for shape {shape}")
+    _check(not dtypes.from_name(attrs["dtype"]).is_scale, "f8e8m0fnu is a scale type (no zero): iota in a wider type")
     return [TensorType(shape, dtypes.from_name(attrs["dtype"]))]
 
 
@@ -794,7 +795,8 @@ def _window_infer(attrs, ts):
                           tuple(attrs["dilations"]))
     _check(attrs.get("kind") in WINDOW_KINDS, f"kind must be one of {WINDOW_KINDS}")
     _check(not x.dtype.bits, f"{x.dtype} is a storage type: convert to a wider type before reduce_window")
-    _check(not x.dtype.is_scale, f"{x.dtype} is a scale type (powers of two): convert to a wider type before reduce_window")
+    _check(not x.dtype.is_scale,
+           f"{x.dtype} is a scale type (powers of two): convert to a wider type before reduce_window")
     _check(len(win) == len(st) == len(pads) == len(dil) == x.rank, "window attributes need one entry per dim")
     shape = tuple(conv_out_dim(x.shape[i], win[i], st[i], pads[i][0], pads[i][1], dil[i]) for i in range(x.rank))
     _check(all(s >= 1 for s in shape), f"output shape {shape} is empty")

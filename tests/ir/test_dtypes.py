@@ -131,10 +131,10 @@ def test_convert_refuses_an_unknown_round_mode():
         ops.infer_types("convert", {"dtype": "f8e8m0fnu", "round_mode": "even"}, [TensorType((2,), dtypes.f32)])
 
 
-@pytest.mark.parametrize("op,n", [("add", 2), ("exp", 1), ("reduce", 1), ("dot_general", 2)])
+@pytest.mark.parametrize("op,n", [("add", 2), ("exp", 1), ("reduce", 1), ("dot_general", 2), ("iota", 0)])
 def test_e8m0_arithmetic_is_refused(op, n):
     t = TensorType((2, 2), dtypes.f8e8m0fnu)
-    attrs = {"reduce": {"kind": "sum", "axes": (1,)},
+    attrs = {"reduce": {"kind": "sum", "axes": (1,)}, "iota": {"shape": (4,), "dimension": 0, "dtype": t.dtype.name},
              "dot_general": {"lhs_contract": (1,), "rhs_contract": (0,), "lhs_batch": (), "rhs_batch": ()}}
     with pytest.raises(VerifyError, match="f8e8m0fnu.*scale type"):
         ops.infer_types(op, attrs.get(op, {}), [t] * n)

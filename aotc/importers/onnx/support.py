@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from aotc.importers.onnx.checks import OPSET_MIN  # the range the importer accepts, one number
 DTYPES = ("float32, float16, bfloat16, float64, float8 (e4m3fn, e5m2, e4m3fnuz, e5m2fnuz), float8e8m0, "
-          "float4e2m1, int64, "
-          "int32, int16, int8, int4, int2, uint64, uint32, uint16, uint8, uint4, uint2, bool")
+          "float4e2m1, int64, int32, int16, int8, int4, int2, uint64, uint32, uint16, uint8, uint4, uint2, bool")
 _SHAPE_IN = "shape-carrying inputs must be constants (aotc shapes are static)"
 _N2 = "decomposed into compare/select/reduce: O(n^2) per row of the axis"
 _RNN = "all ONNX activations; alpha/beta defaults and length-0 sequence_lens entries follow onnxruntime"

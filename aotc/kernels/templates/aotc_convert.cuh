@@ -95,7 +95,8 @@ __device__ __forceinline__ float aotc_from_f4e2m1fn(unsigned char b) {
 // of x (a double is first rounded to f32, as ONNX Cast does) and rounds the mantissa away by mode:
 // up (ONNX's default) adds 1 when the mantissa is non-zero, down truncates, nearest adds 1 on the
 // guard bit unless the rest is zero and x is an f32 subnormal (ONNX's reference: ties go up for
-// normals, where the implicit 1 is the 'lsb', and down for subnormals). saturate stops a round-up at 254 (2^127) instead of NaN.
+// normals, where the implicit 1 is the 'lsb', and down for subnormals). saturate stops a round-up
+// at 254 (2^127) instead of NaN.
 // Decoding builds the f32 bits directly: code 0 is 2^-127, an f32 subnormal (0x00400000), exact
 // on both sides since kernels compile without ftz; to f16 it then rounds to 0 like every code < 103.
 #define AOTC_E8M0_UP 0
