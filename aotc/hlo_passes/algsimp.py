@@ -40,7 +40,8 @@ from aotc.ir.graph import Graph, Node, Value
 # source dtype -> dtypes that hold each of its values exactly
 _FLOATS_16 = {"f16", "bf16", "f32", "f64"}
 _EXACT_WIDER = {
-    "bool": set(dtypes.BY_NAME),
+    "bool": set(dtypes.BY_NAME) - {"f8e8m0fnu"},     # e8m0 has no zero: False becomes 2^-127
+    "f8e8m0fnu": {"f8e8m0fnu", "bf16", "f32", "f64"},   # 2^-127..2^127: bf16 and f32 subnormals hold the bottom
     "u2": {"u2", "u4", "u8", "u16", "u32", "u64", "i4", "i8", "i16", "i32", "i64"} | _FLOATS_16,
     "i2": {"i2", "i4", "i8", "i16", "i32", "i64"} | _FLOATS_16,
     "f4e2m1fn": {"f4e2m1fn"} | _FLOATS_16,
@@ -236,9 +237,13 @@ class _Simplifier:
         src = self.rw.get(p.inputs[0])
         if p.outputs[0].dtype.name not in _EXACT_WIDER[src.dtype.name]:
             return None
+        mode = n.attrs.get("round_mode", "up")
         if src.dtype == n.outputs[0].dtype:
-            return src
+            # e8m0's code 0 (2^-127) is an f32 subnormal whose mantissa bit rounds 'up' to code 1
+            return None if src.dtype.is_scale and mode == "up" else src
         sat = {"saturate": True} if n.attrs.get("saturate") else {}   # the middle type held src exactly
+        if n.outputs[0].dtype.is_scale:
+            sat["round_mode"] = mode
         return self.rw.add("convert", src, name=n.name, dtype=n.attrs["dtype"], **sat)
 
     def _splat_through(self, n, x):

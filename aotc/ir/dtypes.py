@@ -13,6 +13,10 @@ Storage conventions every layer shares:
   ml_dtypes holds them: the value's bits low, the rest zero (int4 -5 is 0x0b,
   float4 -0.5 is 0x09); kernels sign-extend at loads. ONNX's packing (two or
   four per byte) is undone at import.
+- float8e8m0fnu is a scale type (MX block scales): the byte is an f32 exponent,
+  value 2^(code-127), no sign, no zero, 0xFF is NaN. It converts to and from
+  other types (with ONNX Cast's round modes) but takes no arithmetic, and it is
+  no float8 MMA operand (`is_float8` is false for it).
 - Floats narrower than f32 compute in f32 (kernels and interpreter alike); f64
   computes in double.
 """
@@ -43,7 +47,13 @@ class DType:
 
     @property
     def is_float8(self) -> bool:
-        return self.is_float and self.itemsize == 1 and not self.bits
+        """The 1-byte sign/exponent/mantissa floats (e4m3fn, e5m2 and fnuz): not the e8m0 scale type."""
+        return self.is_float and self.itemsize == 1 and not self.bits and not self.is_scale
+
+    @property
+    def is_scale(self) -> bool:
+        """f8e8m0fnu: a power-of-two scale, converted to and from but never computed on."""
+        return self.name == "f8e8m0fnu"
 
     @property
     def is_narrow_int(self) -> bool:
@@ -71,12 +81,14 @@ i4 = DType("i4", np.dtype(ml_dtypes.int4), "unsigned char", 1, False, True, bits
 u4 = DType("u4", np.dtype(ml_dtypes.uint4), "unsigned char", 1, False, False, bits=4)
 i2 = DType("i2", np.dtype(ml_dtypes.int2), "unsigned char", 1, False, True, bits=2)
 u2 = DType("u2", np.dtype(ml_dtypes.uint2), "unsigned char", 1, False, False, bits=2)
+f8e8m0fnu = DType("f8e8m0fnu", np.dtype(ml_dtypes.float8_e8m0fnu), "unsigned char", 1, True, False)
 f4e2m1fn = DType("f4e2m1fn", np.dtype(ml_dtypes.float4_e2m1fn), "unsigned char", 1, True, True, bits=4)
 boolean = DType("bool", np.dtype(np.bool_), "bool", 1, False, False)
 
 # the original eight keep their order (and engine codes); new types follow
 ALL = (f32, f16, bf16, i64, i32, i8, u8, boolean,
-       f64, i16, u16, u32, u64, f8e4m3fn, f8e5m2, f8e4m3fnuz, f8e5m2fnuz, i4, u4, i2, u2, f4e2m1fn)
+       f64, i16, u16, u32, u64, f8e4m3fn, f8e5m2, f8e4m3fnuz, f8e5m2fnuz, i4, u4, i2, u2, f4e2m1fn,
+       f8e8m0fnu)
 FLOAT8 = (f8e4m3fn, f8e5m2, f8e4m3fnuz, f8e5m2fnuz)
 BY_NAME = {d.name: d for d in ALL}
 _BY_NP = {d.np: d for d in ALL}
@@ -139,3 +151,28 @@ def to_float8(x: np.ndarray, d: DType, saturate: bool) -> np.ndarray:
             x = np.clip(x, -hi, hi)      # NaN stays NaN; inf -> max
     with np.errstate(invalid="ignore", over="ignore"):
         return x.astype(d.np)
+
+
+E8M0_ROUND_MODES = ("up", "down", "nearest")
+
+
+def to_e8m0(x: np.ndarray, saturate: bool, round_mode: str = "up") -> np.ndarray:
+    """Round `x` to f8e8m0fnu as ONNX Cast does: through f32, the sign dropped, the mantissa rounded
+    away by round_mode ('up': +1 when non-zero, 'down': truncate, 'nearest': +1 on the guard bit,
+    a tie going up for normals and down for f32 subnormals, as onnx's reference); NaN and +-inf
+    give 0xFF, and saturate stops a round-up at code 254 (2^127) instead of NaN."""
+    if round_mode not in E8M0_ROUND_MODES:
+        raise ValueError(f"round_mode must be one of {E8M0_ROUND_MODES}, got {round_mode!r}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        bits = np.asarray(x).astype(np.float32).view(np.uint32)
+    e = (bits >> 23) & 0xFF
+    m = bits & 0x7FFFFF
+    if round_mode == "up":
+        code = e + (m != 0)
+    elif round_mode == "nearest":
+        code = e + ((m >> 22 != 0) & (((m & 0x3FFFFF) != 0) | (e != 0)))
+    else:
+        code = e.copy()
+    if saturate:
+        code = np.where((code == 0xFF) & (e != 0xFF), 0xFE, code)
+    return np.minimum(code, 0xFF).astype(np.uint8).view(f8e8m0fnu.np)

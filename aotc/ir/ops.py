@@ -143,6 +143,8 @@ def _narrow_guard(name, infer):
         out = infer(attrs, ts)
         _check(name in _NARROW_OK or not ts[0].dtype.bits,
                f"{ts[0].dtype} is a storage type: convert to a wider type before '{name}'")
+        _check(name in _NARROW_OK or not ts[0].dtype.is_scale,
+               f"{ts[0].dtype} is a scale type (powers of two): convert to a wider type before '{name}'")
         return out
     return guarded
 
@@ -313,13 +315,18 @@ _def("clamp", ELEMENTWISE, _clamp_infer,
 def _convert_infer(attrs, ts):
     (t,) = ts
     _check(attrs.get("dtype") in dtypes.BY_NAME, f"dtype must be one of {list(dtypes.BY_NAME)}")
+    _check(attrs.get("round_mode", "up") in dtypes.E8M0_ROUND_MODES,
+           f"round_mode must be one of {dtypes.E8M0_ROUND_MODES}, got {attrs.get('round_mode')!r}")
     return [TensorType(t.shape, dtypes.from_name(attrs["dtype"]))]
 
 
 def _convert_ref(attrs, x):
     """attrs['saturate'] (default False, as StableHLO) matters for float8 outputs only:
-    out-of-range values and +-inf go to +-max instead of inf/NaN (ONNX Cast's default)."""
+    out-of-range values and +-inf go to +-max instead of inf/NaN (ONNX Cast's default).
+    attrs['round_mode'] (up, the default, down or nearest; ONNX Cast's) matters for f8e8m0fnu only."""
     dt = dtypes.from_name(attrs["dtype"])
+    if dt.is_scale:
+        return [dtypes.to_e8m0(x, bool(attrs.get("saturate", False)), attrs.get("round_mode", "up"))]
     if dt.is_float8:
         return [dtypes.to_float8(x, dt, bool(attrs.get("saturate", False)))]
     if dt.is_float or x.dtype == np.bool_ or dt == dtypes.boolean:
@@ -343,7 +350,7 @@ def bitcast_problem(src: DType, dst: DType) -> str | None:
     changes. f16 <-> bf16 is left out: kernels hold 16-bit floats in float
     while computing, and a NaN does not keep its bit pattern through that.
     """
-    if src.is_float8 != dst.is_float8 and src != dst:
+    if (src.is_float8 or src.is_scale) != (dst.is_float8 or dst.is_scale) and src != dst:
         return f"{src} -> {dst}: kernels hold float8 values in float, which does not keep NaN bit patterns"
     if (src.bits or dst.bits) and src != dst:
         return f"{src} -> {dst}: {src if src.bits else dst} holds {src.bits or dst.bits} bits in a byte"
@@ -477,6 +484,7 @@ _def("pad", INJECTIVE, _pad_infer,
 def _iota_infer(attrs, ts):
     shape, dim = tuple(attrs["shape"]), attrs["dimension"]
     _check(0 <= dim < len(shape), f"dimension {dim} out of range for shape {shape}")
+    _check(not dtypes.from_name(attrs["dtype"]).is_scale, "f8e8m0fnu is a scale type (no zero): iota in a wider type")
     return [TensorType(shape, dtypes.from_name(attrs["dtype"]))]
 
 
@@ -541,6 +549,7 @@ def _reduce_infer(attrs, ts):
            f"axes {axes} must be sorted, unique and within rank {t.rank}")
     _check(t.dtype != dtypes.boolean, "cannot reduce bool")
     _check(not t.dtype.bits, f"{t.dtype} is a storage type: convert to a wider type before reducing")
+    _check(not t.dtype.is_scale, f"{t.dtype} is a scale type (powers of two): convert to a wider type before reducing")
     return [TensorType(tuple(d for i, d in enumerate(t.shape) if i not in axes), t.dtype)]
 
 
@@ -623,6 +632,8 @@ def result_dtype(attrs, a, b) -> dtypes.DType:
     point, so that padding dequantizes to 0 as it does in float).
     """
     out = attrs.get("out_dtype")
+    _check(not (a.dtype.is_scale or b.dtype.is_scale),
+           f"{a.dtype} x {b.dtype}: f8e8m0fnu is a scale type, not a matrix operand; convert it to a wider type first")
     if out is None:
         _check(a.dtype == b.dtype and a.dtype.is_float, f"operands must share a float dtype: {a.dtype}, {b.dtype}")
         return a.dtype
@@ -784,6 +795,8 @@ def _window_infer(attrs, ts):
                           tuple(attrs["dilations"]))
     _check(attrs.get("kind") in WINDOW_KINDS, f"kind must be one of {WINDOW_KINDS}")
     _check(not x.dtype.bits, f"{x.dtype} is a storage type: convert to a wider type before reduce_window")
+    _check(not x.dtype.is_scale,
+           f"{x.dtype} is a scale type (powers of two): convert to a wider type before reduce_window")
     _check(len(win) == len(st) == len(pads) == len(dil) == x.rank, "window attributes need one entry per dim")
     shape = tuple(conv_out_dim(x.shape[i], win[i], st[i], pads[i][0], pads[i][1], dil[i]) for i in range(x.rank))
     _check(all(s >= 1 for s in shape), f"output shape {shape} is empty")

@@ -37,13 +37,23 @@ def compute_type(dt: DType) -> str:
 
 
 def _is_byte_float(dt: DType) -> bool:
-    """float8 and float4: one byte per element, converted by aotc_convert.cuh's functions."""
+    """float8, float4 and the e8m0 scale type: one byte per element, converted by aotc_convert.cuh's
+    functions (storage only: whether a type is a tensor-core operand is `DType.is_float8`)."""
     return dt.is_float and dt.itemsize == 1
 
 
-def float8_encode(value: str, dt: DType, saturate: bool = False) -> str:
-    """C expression: the float8 (or float4) byte of `value` (nearest even; see aotc_convert.cuh)."""
-    return f"aotc_to_{dt.name}((double)({value}), {'true' if saturate else 'false'})"
+E8M0_ROUND_MODES = {"up": "AOTC_E8M0_UP", "down": "AOTC_E8M0_DOWN", "nearest": "AOTC_E8M0_NEAREST"}
+
+
+def float8_encode(value: str, dt: DType, saturate: bool = False, round_mode: str = "down") -> str:
+    """C expression: the float8 (or float4) byte of `value` (nearest even; see aotc_convert.cuh).
+
+    e8m0 takes ONNX Cast's round_mode; a store re-encodes a value that is already a power of
+    two (a convert rounded it), which 'down' keeps exactly, 2^-127 (code 0) included."""
+    sat = "true" if saturate else "false"
+    if dt.is_scale:
+        return f"aotc_to_{dt.name}((double)({value}), {sat}, {E8M0_ROUND_MODES[round_mode]})"
+    return f"aotc_to_{dt.name}((double)({value}), {sat})"
 
 
 def load_expr(ptr: str, offset: str, dt: DType) -> str:
@@ -200,11 +210,11 @@ def _unary(op: str, a: str, dt: DType) -> str:
     raise UnsupportedError(f"no C expression for unary op '{op}' on {dt}")
 
 
-def _convert(a: str, src: DType, dst: DType, saturate: bool = False) -> str:
+def _convert(a: str, src: DType, dst: DType, saturate: bool = False, round_mode: str = "up") -> str:
     if dst == dtypes.boolean:
         return f"({a} != 0)"
     if _is_byte_float(dst):   # rounded here, so later ops in the region see the float8 value
-        return f"aotc_from_{dst.name}({float8_encode(a, dst, saturate)})"
+        return f"aotc_from_{dst.name}({float8_encode(a, dst, saturate, round_mode)})"
     if dst.is_float:
         return f"({compute_type(dst)})({a})"
     if dst.is_narrow_int:
@@ -335,7 +345,8 @@ class Emitter:
         if op == "clamp":
             return f"aotc_min(aotc_max({args[1]}, {args[0]}), {args[2]})"
         if op == "convert":
-            return _convert(args[0], in_t, dtypes.from_name(n.attrs["dtype"]), bool(n.attrs.get("saturate", False)))
+            return _convert(args[0], in_t, dtypes.from_name(n.attrs["dtype"]), bool(n.attrs.get("saturate", False)),
+                            n.attrs.get("round_mode", "up"))
         if op == "bitcast_convert":
             return _bitcast(args[0], in_t, dtypes.from_name(n.attrs["dtype"]))
         if len(args) == 2:

@@ -35,13 +35,16 @@ SHAPE_OPS = {"const": 0, "add": 1, "sub": 2, "mul": 3, "floordiv": 4, "ceildiv":
 
 # Engine dtype codes (shared with aotc_runtime.h's aotc_dtype_t).
 # Codes only grow: an older runtime refuses a code it does not know with DATA_LOSS. float8 is one
-# byte per element; int4/uint4, int2/uint2 and float4 one per byte too (the low bits, as ml_dtypes).
+# byte per element; int4/uint4, int2/uint2 and float4 one per byte too (the low bits, as ml_dtypes);
+# f8e8m0fnu is one byte, the f32 exponent field.
 DTYPE_CODES = {"f32": 1, "f16": 2, "bf16": 3, "i64": 4, "i32": 5, "i8": 6, "u8": 7, "bool": 8,
                "f64": 9, "i16": 10, "u16": 11, "u32": 12, "u64": 13, "f8e4m3fn": 14, "f8e5m2": 15,
-               "f8e4m3fnuz": 16, "f8e5m2fnuz": 17, "i4": 18, "u4": 19, "i2": 20, "u2": 21, "f4e2m1fn": 22}
+               "f8e4m3fnuz": 16, "f8e5m2fnuz": 17, "i4": 18, "u4": 19, "i2": 20, "u2": 21, "f4e2m1fn": 22,
+               "f8e8m0fnu": 23}
 DTYPE_SIZES = {"f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i8": 1, "u8": 1, "bool": 1,
                "f64": 8, "i16": 2, "u16": 2, "u32": 4, "u64": 8, "f8e4m3fn": 1, "f8e5m2": 1,
-               "f8e4m3fnuz": 1, "f8e5m2fnuz": 1, "i4": 1, "u4": 1, "i2": 1, "u2": 1, "f4e2m1fn": 1}
+               "f8e4m3fnuz": 1, "f8e5m2fnuz": 1, "i4": 1, "u4": 1, "i2": 1, "u2": 1, "f4e2m1fn": 1,
+               "f8e8m0fnu": 1}
 
 
 @dataclass(frozen=True)

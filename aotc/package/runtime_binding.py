@@ -184,7 +184,8 @@ def _check_input(status) -> None:
 
 _ML_DTYPES = {"bf16": "bfloat16", "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
               "f8e4m3fnuz": "float8_e4m3fnuz", "f8e5m2fnuz": "float8_e5m2fnuz", "i4": "int4", "u4": "uint4",
-              "i2": "int2", "u2": "uint2", "f4e2m1fn": "float4_e2m1fn"}
+              "i2": "int2", "u2": "uint2", "f4e2m1fn": "float4_e2m1fn",
+              "f8e8m0fnu": "float8_e8m0fnu"}
 
 
 def _np_dtype(name: str) -> np.dtype:

@@ -150,3 +150,30 @@ def test_select_with_a_constant_predicate_picks_its_operand():
         g = algsimp.run(b.build([b.add("neg", out)]))
         (neg,) = [n for n in g.nodes if n.op == "neg"]
         assert neg.inputs[0] is want and not any(n.op == "select" for n in g.nodes)
+
+
+def test_e8m0_round_trip_folds_only_where_code_0_survives():
+    """e8m0 -> f32 -> e8m0 is x under round_mode down or nearest; under up, code 0 (2^-127, an f32
+    subnormal with a mantissa bit) becomes code 1, so the chain stays. f16 -> f32 -> e8m0 folds to
+    one convert that keeps its round_mode."""
+    from aotc.ir import dtypes
+    b = GraphBuilder()
+    s = b.input("s", (256,), "f8e8m0fnu")
+    h = b.input("h", (256,), "f16")
+    outs = [b.add("convert", b.add("convert", s, dtype="f32"), dtype="f8e8m0fnu", round_mode=m)
+            for m in ("up", "down", "nearest")]
+    outs.append(b.add("convert", b.add("convert", h, dtype="f32"), dtype="f8e8m0fnu", round_mode="nearest"))
+    g = b.build([b.add("reshape", o, shape=(16, 16)) for o in outs])
+    out = simplify(g)
+    prod = out.producers()
+    ins = [prod[o].inputs[0] for o in out.outputs]
+    assert ins[1] is out.inputs[0] and ins[2] is out.inputs[0]
+    assert prod[prod[ins[0]].inputs[0]].op == "convert"      # up: the chain stays
+    last = prod[ins[3]]
+    assert last.inputs[0] is out.inputs[1] and last.attrs["round_mode"] == "nearest"
+    feeds = {"s": np.arange(256, dtype=np.uint8).view(dtypes.f8e8m0fnu.np),
+             "h": np.arange(256, dtype=np.uint16).view(np.float16) * np.float16(3)}
+    want, got = interpret(g, feeds), interpret(out, feeds)
+    for w, o in zip(want, got):
+        assert np.array_equal(w.view(np.uint8), o.view(np.uint8))
+    assert want[0].view(np.uint8)[0, 0] == 1 and want[1].view(np.uint8)[0, 0] == 0

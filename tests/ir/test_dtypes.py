@@ -8,7 +8,7 @@ from aotc.ir import dtypes, ops
 from aotc.ir.graph import TensorType
 
 NEW = ("f64", "i16", "u16", "u32", "u64", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "i4", "u4",
-       "i2", "u2", "f4e2m1fn")
+       "i2", "u2", "f4e2m1fn", "f8e8m0fnu")
 
 
 def test_table_is_consistent():
@@ -103,3 +103,38 @@ def test_int4_arithmetic_is_refused():
 def test_float8_bitcast_is_refused():
     with pytest.raises(VerifyError, match="NaN bit patterns"):
         ops.infer_types("bitcast_convert", {"dtype": "u8"}, [TensorType((2,), dtypes.f8e5m2)])
+
+
+def test_e8m0_is_a_scale_type_not_a_float8_operand():
+    d = dtypes.f8e8m0fnu
+    assert d.is_scale and d.is_float and not d.is_float8 and d not in dtypes.FLOAT8
+    assert not any(x.is_scale for x in dtypes.ALL if x is not d)
+    assert dtypes.compute_np(d.np) == np.float32
+
+
+@pytest.mark.parametrize("mode", ["up", "down", "nearest"])
+def test_convert_to_e8m0_takes_the_round_mode(mode):
+    x = np.array([3.0, 1.5, 1.25, 1.75, -6.0, 0.0, np.nan, np.inf, 3.0e38], np.float32)
+    got = _one_op("convert", x, dtype="f8e8m0fnu", round_mode=mode, saturate=True).view(np.uint8).tolist()
+    want = {"up": [129, 128, 128, 128, 130, 0, 255, 255, 254],
+            "down": [128, 127, 127, 127, 129, 0, 255, 255, 254],
+            "nearest": [129, 128, 127, 128, 130, 0, 255, 255, 254]}[mode]
+    assert got == want
+    assert _one_op("convert", x[-1:], dtype="f8e8m0fnu", round_mode=mode).view(np.uint8).tolist() == \
+        [254 if mode == "down" else 255]
+    back = _one_op("convert", np.array([0, 1, 127, 254], np.uint8).view(ml_dtypes.float8_e8m0fnu), dtype="f32")
+    assert back.tolist() == [2.0**-127, 2.0**-126, 1.0, 2.0**127]
+
+
+def test_convert_refuses_an_unknown_round_mode():
+    with pytest.raises(VerifyError, match="round_mode must be one of"):
+        ops.infer_types("convert", {"dtype": "f8e8m0fnu", "round_mode": "even"}, [TensorType((2,), dtypes.f32)])
+
+
+@pytest.mark.parametrize("op,n", [("add", 2), ("exp", 1), ("reduce", 1), ("dot_general", 2), ("iota", 0)])
+def test_e8m0_arithmetic_is_refused(op, n):
+    t = TensorType((2, 2), dtypes.f8e8m0fnu)
+    attrs = {"reduce": {"kind": "sum", "axes": (1,)}, "iota": {"shape": (4,), "dimension": 0, "dtype": t.dtype.name},
+             "dot_general": {"lhs_contract": (1,), "rhs_contract": (0,), "lhs_batch": (), "rhs_batch": ()}}
+    with pytest.raises(VerifyError, match="f8e8m0fnu.*scale type"):
+        ops.infer_types(op, attrs.get(op, {}), [t] * n)

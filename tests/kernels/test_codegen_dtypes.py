@@ -57,6 +57,36 @@ def test_float8_input_to_f32_and_reduce():
     _same(got, interpret(graph, [xs]), seed)
 
 
+def test_e8m0_scales_convert_in_every_round_mode_and_move():
+    """f32 -> e8m0 in each round mode (saturating or not) inside one region, then decoded to f32, f16
+    and bf16, max/compare on the scales, and an e8m0 input transposed and decoded: bit for bit."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (24, 33), "f32")
+    s = b.input("s", (33, 24), "f8e8m0fnu")
+    outs = []
+    for mode in dtypes.E8M0_ROUND_MODES:
+        for sat in (False, True):
+            q = b.add("convert", x, dtype="f8e8m0fnu", round_mode=mode, saturate=sat)
+            outs += [q, b.add("convert", q, dtype="f32")]
+    q = outs[0]
+    st = b.add("transpose", s, permutation=(1, 0))
+    outs += [b.add("convert", q, dtype="f16"), b.add("convert", q, dtype="bf16"), b.add("max", q, st),
+             b.add("compare", q, st, direction="LT"), b.add("convert", st, dtype="f32")]
+    graph = b.build(outs)
+    xs = (rng.standard_normal((24, 33)) * np.exp2(rng.integers(-140, 128, (24, 33)))).astype(np.float32)
+    xs.flat[:6] = [np.inf, -np.nan, 0.0, 3.0e38, 2.0**-127, 1.5]
+    ss = rng.integers(0, 256, (33, 24), dtype=np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    got, _, _ = run_on_host(graph, [xs, ss])
+    want = interpret(graph, [xs, ss])
+    # f16/bf16 NaN: CUDA's __float2half gives 0x7fff, numpy 0x7e00; any NaN is a NaN there
+    for i in (12, 13):
+        g, w = got[i].astype(np.float32), want[i].astype(np.float32)
+        assert got[i].dtype == want[i].dtype and np.isnan(w).any(), f"output {i}, seed {seed}"
+        assert np.array_equal(g, w, equal_nan=True), f"output {i}, seed {seed}"
+    _same(got[:12] + got[14:], want[:12] + want[14:], seed)
+
+
 def test_int4_and_uint4_convert_and_select():
     rng, seed = fresh_rng()
     b = GraphBuilder()

@@ -2,7 +2,7 @@
 
 The GPU build compiles the very same C (no cuda_fp8.h), so bit equality here is
 bit equality on the GPU. Exhaustive where it can be: all 256 codes of each
-format decode; every float16 bit pattern and a dense float32 sweep (ties,
+format decode (and of e8m0, the scale type); every float16 bit pattern and a dense float32 sweep (ties,
 subnormals, the overflow boundary, NaN, inf) encode, saturating and not.
 """
 from __future__ import annotations
@@ -42,6 +42,15 @@ def lib():
                  'int n) {\n  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
                  '  if (i < n) { enc[i] = aotc_to_f4e2m1fn(x[i], false); dec[i] = aotc_from_f4e2m1fn(c[i]); }\n}')
     names.append("f4")
+    lines.append('extern "C" __global__ void e8m0_dec(const unsigned char *c, float *dec, __half *h, int n) {\n'
+                 '  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
+                 '  if (i < n) { dec[i] = aotc_from_f8e8m0fnu(c[i]); h[i] = __float2half(dec[i]); }\n}')
+    for ty, nm in (("float", "f32"), ("double", "f64")):
+        lines.append(f'extern "C" __global__ void e8m0_enc_{nm}(const {ty} *x, unsigned char *out, int sat, int mode, '
+                     f'int n) {{\n  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
+                     f'  if (i < n) out[i] = aotc_to_f8e8m0fnu(x[i], sat != 0, mode);\n}}')
+        names.append(f"e8m0_enc_{nm}")
+    names.append("e8m0_dec")
     return HostLibrary(compile_host("\n".join(lines) + "\n", names))
 
 
@@ -148,11 +157,67 @@ def test_float4_e2m1_encodes_and_decodes_like_ml_dtypes(lib):
     assert np.array_equal(dec.view(np.uint32), codes.view(t).astype(np.float32).view(np.uint32))
 
 
+def test_all_256_e8m0_codes_decode_as_ml_dtypes(lib):
+    """Code 0 is 2^-127, an f32 subnormal built from its bits (kernels compile without ftz, so the GPU
+    keeps it too); 0xFF is NaN. To f16 every code below 103 (2^-24) rounds to 0, from 143 (2^16) inf."""
+    codes = np.arange(256, dtype=np.uint8)
+    dec = np.full(codes.shape, -7.0, np.float32)
+    half = np.full(codes.shape, -7.0, np.float16)
+    lib.launch("e8m0_dec", *_grid(codes.size), [codes, dec, half, np.int32(codes.size)])
+    want = codes.view(ml_dtypes.float8_e8m0fnu)
+    assert np.isnan(dec[255]) and np.isnan(half[255])
+    assert np.array_equal(dec[:255].view(np.uint32), want[:255].astype(np.float32).view(np.uint32))
+    assert dec[0].view(np.uint32) == 0x00400000
+    assert np.array_equal(half[:255].view(np.uint16), want[:255].astype(np.float16).view(np.uint16))
+    assert (half[:103] == 0).all() and half[103] > 0 and np.isinf(half[143:255]).all() and np.isfinite(half[142])
+
+
+def _e8m0_sweep():
+    """Every exponent with mantissas at and around the guard bit (ties), zero, subnormals, the
+    largest finite values, inf and NaN, both signs; plus random f32 bit patterns."""
+    rng, seed = fresh_rng()
+    e = np.arange(256, dtype=np.uint32)[:, None] << 23
+    m = np.array([0, 1, 0x1FFFFF, 0x200000, 0x3FFFFF, 0x400000, 0x400001, 0x600000, 0x7FFFFF], np.uint32)
+    bits = np.concatenate([(e | m).ravel(), rng.integers(0, 2**32, 100_000, dtype=np.uint64).astype(np.uint32)])
+    bits = np.concatenate([bits, bits | 0x80000000])
+    return bits.view(np.float32), seed
+
+
+@pytest.mark.parametrize("mode", dtypes.E8M0_ROUND_MODES)
+@pytest.mark.parametrize("saturate", [False, True])
+def test_e8m0_encodes_as_onnx_reference_in_every_round_mode(lib, mode, saturate):
+    from onnx.numpy_helper import to_float8e8m0
+    x, seed = _e8m0_sweep()
+    code = {"up": 0, "down": 1, "nearest": 2}[mode]
+    want = to_float8e8m0(x, saturate, mode).view(np.uint8)
+    assert np.array_equal(dtypes.to_e8m0(x, saturate, mode).view(np.uint8), want), f"seed {seed}"
+    with np.errstate(invalid="ignore"):     # signalling NaN bit patterns
+        x64 = x.astype(np.float64)
+    for xs in (x, x64):
+        out = np.full(x.shape, 0x5A, np.uint8)
+        lib.launch(f"e8m0_enc_{'f32' if xs.dtype == np.float32 else 'f64'}", *_grid(x.size),
+                   [xs, out, np.int32(saturate), np.int32(code), np.int32(x.size)])
+        bad = np.flatnonzero(out != want)
+        assert bad.size == 0, f"seed {seed}: x={x[bad[0]]!r} got {out[bad[0]]:#04x} want {want[bad[0]]:#04x}"
+
+
+def test_e8m0_rounds_a_double_through_f32_as_onnx(lib):
+    """A double is first rounded to f32: 2^10 * (1 + 2^-30) is 2^10 in f32, so 'up' gives code 137;
+    1e-300 is f32 zero (code 0) and 1e300 f32 inf (NaN, saturating or not)."""
+    x = np.array([1024.0 * (1 + 2.0**-30), 1024.0 * (1 + 2.0**-20), 1e-300, 1e300])
+    want = [137, 138, 0, 255]
+    assert dtypes.to_e8m0(x, True, "up").view(np.uint8).tolist() == want
+    out = np.full(x.shape, 0x5A, np.uint8)
+    lib.launch("e8m0_enc_f64", *_grid(x.size), [x, out, np.int32(1), np.int32(0), np.int32(x.size)])
+    assert out.tolist() == want
+
+
 def test_the_same_conversions_compile_for_the_gpu():
     from aotc.kernels.nvrtc_compile import compile_device
     src = ('#include "aotc_prelude.cuh"\n#include "aotc_ops.cuh"\n'
            'extern "C" __global__ void k(const float *x, const double *d, unsigned char *o, float *y) {\n'
            '  o[0] = aotc_to_f8e4m3fn(x[0], true); o[1] = aotc_to_f8e5m2fnuz(d[0], false);\n'
-           '  o[2] = aotc_wrap_u4((long long)x[1]); y[0] = aotc_from_f8e5m2(o[1]) + aotc_from_f8e4m3fnuz(o[0]);\n}\n')
+           '  o[2] = aotc_wrap_u4((long long)x[1]); y[0] = aotc_from_f8e5m2(o[1]) + aotc_from_f8e4m3fnuz(o[0]);\n'
+           '  o[3] = aotc_to_f8e8m0fnu(d[1], true, AOTC_E8M0_NEAREST); y[1] = aotc_from_f8e8m0fnu(o[3]);\n}\n')
     cubin = compile_device(src, "sm_80")
     assert cubin[:4] == b"\x7fELF"

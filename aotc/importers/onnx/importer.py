@@ -48,6 +48,7 @@ ONNX_DTYPES: dict[int, DType] = {
     # numpy_helper.to_array unpacks ONNX's packed int4/int2/float4 into ml_dtypes' one per byte
     TensorProto.INT4: dtypes.i4, TensorProto.UINT4: dtypes.u4, TensorProto.INT2: dtypes.i2,
     TensorProto.UINT2: dtypes.u2, TensorProto.FLOAT4E2M1: dtypes.f4e2m1fn,
+    TensorProto.FLOAT8E8M0: dtypes.f8e8m0fnu,
 }
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 

@@ -111,6 +111,8 @@ _QNAMES = ", ".join(t.name for t in _QTYPES)
 
 def _quant_check(at, node, opset, dtype_of):
     from aotc.importers.onnx.importer import ONNX_DTYPES
+    if len(node.input) > 1 and dtype_of(node.input[1]) == dtypes.f8e8m0fnu:
+        return "x_scale dtype f8e8m0fnu (MX power-of-two scales are not supported; cast the scale to float)"
     if node.op_type == "QuantizeLinear":
         out = dtype_of(node.output[0])
         if "output_dtype" in at and at["output_dtype"] and ONNX_DTYPES.get(at["output_dtype"]) not in _QTYPES:

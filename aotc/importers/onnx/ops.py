@@ -238,12 +238,18 @@ def _cast_check(at, node, opset, dtype_of):
     from aotc.importers.onnx.importer import ONNX_DTYPES, dtype_name
     if "to" in at and at["to"] not in ONNX_DTYPES:
         return f"cast to {dtype_name(at['to'])}"
+    if at.get("round_mode", "up") not in ("up", "down", "nearest"):
+        return f"round_mode={at['round_mode']!r} (supported: up, down, nearest)"
 
 
 def _cast_to(ctx, x: Value, dt: DType, at) -> Value:
-    """Cast/CastLike: float8 outputs saturate unless saturate=0 (opset 19+; +-inf -> +-max too)."""
+    """Cast/CastLike: float8 outputs saturate unless saturate=0 (opset 19+; +-inf -> +-max too);
+    float8e8m0 outputs round by round_mode (opset 24+: up, the default, down or nearest)."""
     if x.dtype == dt:
         return x
+    if dt.is_scale:
+        return ctx.add("convert", x, dtype=dt.name, saturate=bool(at.get("saturate", 1)),
+                       round_mode=at.get("round_mode", "up"))
     if dt.is_float8:
         return ctx.add("convert", x, dtype=dt.name, saturate=bool(at.get("saturate", 1)))
     return convert(ctx, x, dt)

@@ -10,8 +10,8 @@ page with `python -m aotc.importers.onnx.support > docs/onnx_ops.md`.
 from __future__ import annotations
 
 from aotc.importers.onnx.checks import OPSET_MIN  # the range the importer accepts, one number
-DTYPES = ("float32, float16, bfloat16, float64, float8 (e4m3fn, e5m2, e4m3fnuz, e5m2fnuz), float4e2m1, int64, "
-          "int32, int16, int8, int4, int2, uint64, uint32, uint16, uint8, uint4, uint2, bool")
+DTYPES = ("float32, float16, bfloat16, float64, float8 (e4m3fn, e5m2, e4m3fnuz, e5m2fnuz), float8e8m0, "
+          "float4e2m1, int64, int32, int16, int8, int4, int2, uint64, uint32, uint16, uint8, uint4, uint2, bool")
 _SHAPE_IN = "shape-carrying inputs must be constants (aotc shapes are static)"
 _N2 = "decomposed into compare/select/reduce: O(n^2) per row of the axis"
 _RNN = "all ONNX activations; alpha/beta defaults and length-0 sequence_lens entries follow onnxruntime"
@@ -24,7 +24,7 @@ RESTRICTIONS: dict[str, str] = {
     "BitCast": "equal widths among the IR's types (float32<->int32/uint32, float64<->int64/uint64, integers "
                "of one width, int8/uint8<->bool; not float16<->bfloat16, float8 or int4); a byte other than "
                "0/1 bitcast to bool reads as true",
-    "Cast": f"to and from {DTYPES}", "CastLike": f"{DTYPES}",
+    "Cast": f"to and from {DTYPES}; round_mode (float8e8m0 outputs) up, down or nearest", "CastLike": f"{DTYPES}",
     "CenterCropPad": f"{_SHAPE_IN}",
     "Col2Im": "image_shape and block_shape must be constants",
     "Compress": "condition must be a constant (the output shape depends on it)",
@@ -37,7 +37,7 @@ RESTRICTIONS: dict[str, str] = {
     "DeformConv": "2-D only; float only, computed in f32",
     "Det": "n <= 64 (unrolled Gaussian elimination with partial pivoting; f16/bf16 computed in f32)",
     "DequantizeLinear": "uint8/int8/uint16/int16/int32/int4/uint4/int2/uint2, float8 and float4e2m1 inputs; "
-                        "per-tensor, per-axis and blocked; "
+                        "float scales (not float8e8m0); per-tensor, per-axis and blocked; "
                         "into Conv/MatMul/Gemm: int8/fp8 kernels (compile --explain says which)",
     "Dropout": "inference only (identity)",
     "DynamicQuantizeLinear": "",
@@ -67,7 +67,7 @@ RESTRICTIONS: dict[str, str] = {
     "QLinearConv": "int8 conv with the requantize in its epilogue (weight zero point 0; else float math)",
     "QLinearMatMul": "int8 GEMM with the requantize in its epilogue",
     "QuantizeLinear": "uint8/int8/uint16/int16/int32/int4/uint4/int2/uint2 (saturating), float8 and float4e2m1 outputs; "
-                      "per-tensor, per-axis, blocked",
+                      "float scales (not float8e8m0); per-tensor, per-axis, blocked",
     "Range": "start/limit/delta must be constants",
     "Reshape": _SHAPE_IN,
     "Resize": "nearest/linear/cubic, all coordinate modes, antialias; sizes/scales/roi constant",
@@ -125,7 +125,7 @@ def render_markdown(rows: list[dict] | None = None) -> str:
              "Generated from `aotc/importers/onnx/support.py` (the same data as `aotc ops`); "
              "a test checks that this page matches it.", "",
              f"{len(rows)} op types of the default domain. Data types: {DTYPES} "
-             "(float8e8m0 and strings are not supported; float8, float4 and int4/int2 are "
+             "(strings are not supported; float8, float8e8m0, float4 and int4/int2 are "
              "storage types: cast them to compute). "
              "Conformance: `python -m pytest tests/onnx_backend --run-slow` runs the ONNX node test suite.", "",
              "| op type | opsets | restrictions |", "|---|---|---|"]

@@ -89,3 +89,32 @@ __device__ __forceinline__ unsigned char aotc_to_f4e2m1fn(double x, bool) {
 __device__ __forceinline__ float aotc_from_f4e2m1fn(unsigned char b) {
   return aotc_f8_decode((unsigned char)(((b & 0x8) << 4) | (b & 0x7)), 1, 1, AOTC_F8_FN);
 }
+
+// float8 e8m0fnu, the MX block-scale type: the byte is an f32 exponent field, value 2^(code-127),
+// no sign (dropped), no zero, 0xFF is NaN (NaN and +-inf encode to it). Encoding reads the f32 bits
+// of x (a double is first rounded to f32, as ONNX Cast does) and rounds the mantissa away by mode:
+// up (ONNX's default) adds 1 when the mantissa is non-zero, down truncates, nearest adds 1 on the
+// guard bit unless the rest is zero and x is an f32 subnormal (ONNX's reference: ties go up for
+// normals, where the implicit 1 is the 'lsb', and down for subnormals). saturate stops a round-up
+// at 254 (2^127) instead of NaN.
+// Decoding builds the f32 bits directly: code 0 is 2^-127, an f32 subnormal (0x00400000), exact
+// on both sides since kernels compile without ftz; to f16 it then rounds to 0 like every code < 103.
+#define AOTC_E8M0_UP 0
+#define AOTC_E8M0_DOWN 1
+#define AOTC_E8M0_NEAREST 2
+
+__device__ __forceinline__ unsigned char aotc_to_f8e8m0fnu(double x, bool saturate, int mode) {
+  const unsigned bits = (unsigned)__float_as_int((float)x);
+  const unsigned e = (bits >> 23) & 0xffu;
+  const unsigned m = bits & 0x7fffffu;
+  if (e == 0xffu) return 0xff;
+  unsigned r = e;
+  if (mode == AOTC_E8M0_UP) r += m != 0u;
+  if (mode == AOTC_E8M0_NEAREST) r += (m >> 22) && ((m & 0x3fffffu) || e != 0u);
+  if (r == 0xffu && saturate) r = 0xfeu;
+  return (unsigned char)r;
+}
+__device__ __forceinline__ float aotc_from_f8e8m0fnu(unsigned char b) {
+  if (b == 0xff) return __int_as_float(0x7fc00000);
+  return __int_as_float(b == 0 ? 0x00400000 : (int)((unsigned)b << 23));
+}

@@ -146,6 +146,8 @@ typedef enum aotc_dtype_e {
   AOTC_DTYPE_I4 = 18, AOTC_DTYPE_U4 = 19, AOTC_DTYPE_I2 = 20, AOTC_DTYPE_U2 = 21,
   /* float4 e2m1fn, one per byte: the value in the low 4 bits (sign = bit 3) */
   AOTC_DTYPE_F4E2M1FN = 22,
+  /* float8 e8m0fnu (MX scales), one byte: the f32 exponent field, value 2^(code-127), 0xFF NaN */
+  AOTC_DTYPE_F8E8M0FNU = 23,
 } aotc_dtype_t;
 
 typedef enum aotc_device_e {

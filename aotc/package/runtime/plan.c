@@ -30,11 +30,12 @@
 
 #include "aotc_internal.h"
 
-#define AOTC_DTYPE_COUNT 23
+#define AOTC_DTYPE_COUNT 24
 static const uint64_t dtype_sizes[AOTC_DTYPE_COUNT] = {0, 4, 2, 2, 8, 4, 1, 1, 1,   /* f32 .. bool */
                                                        8, 2, 2, 4, 8,            /* f64 i16 u16 u32 u64 */
                                                        1, 1, 1, 1, 1, 1,         /* float8 x4, i4, u4 */
-                                                       1, 1, 1};                 /* i2, u2, f4e2m1fn */
+                                                       1, 1, 1,                  /* i2, u2, f4e2m1fn */
+                                                       1};                       /* f8e8m0fnu */
 
 /* A name at strtab[off, off+len) followed by NUL, with no NUL inside. */
 static aotc_status_t plan_string(const uint8_t *strtab, uint64_t strtab_size, uint32_t off,

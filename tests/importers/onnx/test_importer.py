@@ -44,11 +44,11 @@ def test_unsupported_nodes_listed_in_one_error():
 def test_unsupported_attribute_and_dtype():
     c = [onnx.numpy_helper.from_array(np.ones(1, np.float32), n) for n in ("s", "b", "m", "v")]
     nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["p"], name="bn", training_mode=1),
-             helper.make_node("Cast", ["p"], ["y"], name="to_e8m0", to=TensorProto.FLOAT8E8M0)]
+             helper.make_node("Cast", ["p"], ["y"], name="to_str", to=TensorProto.STRING)]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT8E8M0, [1, 1, 4, 4])], c)
+                          [helper.make_tensor_value_info("y", TensorProto.STRING, [1, 1, 4, 4])], c)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 25)])
-    with pytest.raises(UnsupportedError, match="BatchNormalization 'bn'.*training_mode.*Cast 'to_e8m0'.*FLOAT8E8M0"):
+    with pytest.raises(UnsupportedError, match="BatchNormalization 'bn'.*training_mode.*Cast 'to_str'.*STRING"):
         import_onnx(model)
 
 
@@ -68,13 +68,23 @@ def test_checker_failure_is_model_error():
         import_onnx(model)
 
 
-def test_e8m0_input_rejected():
+def test_string_input_rejected():
     g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT8E8M0, [2])],
+                          [helper.make_tensor_value_info("x", TensorProto.STRING, [2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 25)])
-    with pytest.raises(UnsupportedError, match="input 'x' has dtype FLOAT8E8M0"):
+    with pytest.raises(UnsupportedError, match="input 'x' has dtype STRING"):
         import_onnx(model)
+
+
+def test_e8m0_cast_carries_round_mode_and_saturate():
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT8E8M0, round_mode="nearest",
+                                            saturate=0)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT8E8M0, [2])])
+    graph = import_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 25)]))
+    (cv,) = [n for n in graph.nodes if n.op == "convert"]
+    assert cv.attrs["dtype"] == "f8e8m0fnu" and cv.attrs["round_mode"] == "nearest" and cv.attrs["saturate"] is False
 
 
 def test_model_local_functions_are_inlined():

@@ -193,3 +193,14 @@ def test_quantize_dequantize_float4_matches_the_onnx_reference():
     got = interpret(import_onnx(model), {"x": x})[0]
     assert np.abs(x).max() > 6 * scale.min()     # some values saturate
     np.testing.assert_array_equal(got, want)
+
+
+def test_dequantize_with_an_e8m0_scale_is_refused_by_name():
+    """opset 28 lets Q/DQ take float8e8m0 (MX) scales; aotc refuses them at import, naming the type."""
+    d = helper.make_node("DequantizeLinear", ["q", "s"], ["y"], name="dq", output_dtype=TensorProto.FLOAT)
+    g = helper.make_graph([d], "dq", [helper.make_tensor_value_info("q", TensorProto.INT8, [4]),
+                                      helper.make_tensor_value_info("s", TensorProto.FLOAT8E8M0, [])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 28)])
+    with pytest.raises(UnsupportedError, match="DequantizeLinear 'dq'.*x_scale dtype f8e8m0fnu"):
+        import_onnx(model)
