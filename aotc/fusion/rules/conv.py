@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from aotc.ir import dims as D
-from aotc.fusion.rules import plain_anchor
+from aotc.fusion.rules import plain_anchor, quantized_anchor
 from aotc.fusion.rules.target import MAX_WORKSPACE, TARGET_SMS
 
 DW_CHANNELS = 32            # channels per depthwise block (threads are channel-fastest)
@@ -124,7 +124,9 @@ def project_plan(dw, proj, split: bool = True):
 
 def depthwise_project_fits(dw, proj) -> str:
     """"" when the depthwise_project kernel can run depthwise conv `dw` feeding pointwise conv `proj`, else why not."""
+    if quantized_anchor(proj):
+        return "an 8-bit pointwise conv runs the int8/fp8 GEMM, which takes no depthwise prologue"
     if plain_anchor(proj):
-        return "an 8-bit or f64 pointwise conv runs a GEMM that takes no depthwise prologue"
+        return "an f64 pointwise conv runs the direct conv (double sums), which takes no depthwise prologue"
     plan = project_plan(dw, proj)
     return plan if isinstance(plan, str) else ""
