@@ -144,7 +144,11 @@ def test_nvrtc_compiles_the_f64_gemm_and_conv(arch):
     for graph in (_gemm_graph(50, 512, 70), _conv_graph("NHWC", (2, 7, 6, 128), (5, 2, 2, 128)),
                   _conv_graph("NCHW", (2, 128, 7, 6), (5, 128, 2, 2))):
         kernels += [generate(graph, r) for r in partition(graph)]
-    cubin = compile_device(module_source(kernels), arch)
+    source = module_source(kernels)
+    cubin = compile_device(source, arch)
     assert cubin[:4] == b"\x7fELF"
     for kn in kernels:
         assert kn.name.encode() in cubin
+    ptx = compile_device(source, arch.replace("sm_", "compute_")).decode()
+    # every product is one fma.rn.f64, as the host's libm fma rounds it: no separate f64 multiply, no f32 math
+    assert "fma.rn.f64" in ptx and "mul.f64" not in ptx and "mul.rn.f64" not in ptx and ".f32 " not in ptx
