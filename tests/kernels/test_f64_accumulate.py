@@ -14,6 +14,7 @@ from aotc.ir.graph import GraphBuilder
 from aotc.ir.interpreter import interpret
 from aotc.kernels.codegen import generate, module_source
 from aotc.kernels.nvrtc_compile import compile_device
+from aotc.kernels.resources import check_kernels
 from tests.helpers.host_run import run_on_host
 from tests.helpers.rng import fresh_rng
 
@@ -147,8 +148,9 @@ def test_nvrtc_compiles_the_f64_gemm_and_conv(arch):
     source = module_source(kernels)
     cubin = compile_device(source, arch)
     assert cubin[:4] == b"\x7fELF"
+    usage = check_kernels(kernels, arch, cubin)          # the double tiles: 40 KiB static smem, within 48 KiB
     for kn in kernels:
-        assert kn.name.encode() in cubin
+        assert kn.name.encode() in cubin and usage[kn.name].local_bytes == 0, f"{kn.name} spills: {usage[kn.name]}"
     ptx = compile_device(source, arch.replace("sm_", "compute_")).decode()
     # every product is one fma.rn.f64, as the host's libm fma rounds it: no separate f64 multiply, no f32 math
     assert "fma.rn.f64" in ptx and "mul.f64" not in ptx and "mul.rn.f64" not in ptx and ".f32 " not in ptx
