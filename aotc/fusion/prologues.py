@@ -129,7 +129,7 @@ def expand_into_depthwise(p: Node, v: Value, dw, anchor, users, members, outputs
     block's largest tensor) and a dense conv of at most MAX_FUSED_CONV_K taps x
     channels (MobileNet's and EfficientNet's 3x3 stem on the 3-channel image).
     """
-    if dw is None or v in outputs or len(p.outputs) != 1 or plain_anchor(p):   # 8-bit convs: exact integers; f64: double sums
+    if dw is None or v in outputs or len(p.outputs) != 1 or plain_anchor(p):   # 8-bit: exact ints; f64: double
         return False
     if any(m.op == "convolution" and m is not dw and m is not anchor for m in members):
         return False

@@ -14,7 +14,8 @@ Storage conventions every layer shares:
   float4 -0.5 is 0x09); kernels sign-extend at loads. ONNX's packing (two or
   four per byte) is undone at import.
 - Floats narrower than f32 compute in f32 (kernels and interpreter alike); f64
-  computes in double.
+  computes in double, its dot_general / convolution / reduce sums included
+  (the kernels add each f64 product with one fma, on the host as on the GPU).
 """
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def staged_depthwise(n) -> bool:
     Each staged input element is computed once per tile, so such a conv may take
     elementwise prologues, and a pointwise expansion conv (fusion/prologues.py).
     """
-    if n is None or n.op != "convolution" or plain_anchor(n):     # 8-bit: the exact integer kernels; f64: the direct conv
+    if n is None or n.op != "convolution" or plain_anchor(n):     # 8-bit: integer kernels; f64: direct conv
         return False
     x, w = n.inputs
     a = n.attrs
