@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from aotc.fusion.region import ChainPayload, Region, region_inputs
-from aotc.fusion.rules import quantized_anchor
+from aotc.fusion.rules import plain_anchor
 from aotc.fusion.rules.chain import MAX_PER_IMAGE, MAX_POOLED_PER_IMAGE
 from aotc.ir.dims import is_static
 
@@ -66,7 +66,7 @@ def _head(r: Region, users, outputs) -> bool:
 
 def _gemv(r: Region) -> bool:
     """A 1x1 conv on a 1x1 image (per image, a GEMV) with a small result."""
-    if r.kind != "conv" or r.extra_roots or r.payload is not None or not _small(r.root) or quantized_anchor(r.anchor):
+    if r.kind != "conv" or r.extra_roots or r.payload is not None or not _small(r.root) or plain_anchor(r.anchor):
         return False
     x, w = r.anchor.inputs
     a = r.anchor.attrs

@@ -9,7 +9,7 @@ later ops (the LSTM's c_t, the GRU's update block) are written as extra roots.
 from __future__ import annotations
 
 from aotc.fusion.region import GatedPayload, Region, dependents, region_inputs
-from aotc.fusion.rules import quantized_anchor
+from aotc.fusion.rules import plain_anchor
 from aotc.fusion.rules.gated import GATE_BLOCKS
 from aotc.ir import ops
 from aotc.ir.graph import Node, Value
@@ -152,7 +152,7 @@ def _gated_gemm(d: Value, shape, users, producer, outputs):
         pre.append(node)
         node = producer[inner[0]]
     if node is None or node.op != "dot_general" or len(users.get(node.outputs[0], [])) != (1 if pre else k) \
-            or quantized_anchor(node):          # the int8/fp8 GEMM has no gated epilogue
+            or plain_anchor(node):          # the int8/fp8 and f64 GEMMs have no gated epilogue
         return None
     _, rf = ops.dot_free_dims(node.attrs, node.inputs[0].type.rank, node.inputs[1].type.rank)
     if len(rf) != 1 or node.outputs[0] in outputs or any(v in outputs for n in pre for v in n.outputs):

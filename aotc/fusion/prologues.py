@@ -14,7 +14,7 @@ module decides with them and imports no kernel code.
 from __future__ import annotations
 
 from aotc.fusion.rules.conv import MAX_FUSED_CONV_K, depthwise_project_fits, staged_depthwise
-from aotc.fusion.rules import quantized_anchor
+from aotc.fusion.rules import plain_anchor
 from aotc.fusion.rules.gemm import lhs_loaded_once, pointwise_conv
 from aotc.ir import dims as D
 from aotc.ir import ops
@@ -129,7 +129,7 @@ def expand_into_depthwise(p: Node, v: Value, dw, anchor, users, members, outputs
     block's largest tensor) and a dense conv of at most MAX_FUSED_CONV_K taps x
     channels (MobileNet's and EfficientNet's 3x3 stem on the 3-channel image).
     """
-    if dw is None or v in outputs or len(p.outputs) != 1 or quantized_anchor(p):   # 8-bit convs: exact integers
+    if dw is None or v in outputs or len(p.outputs) != 1 or plain_anchor(p):   # 8-bit: exact ints; f64: double
         return False
     if any(m.op == "convolution" and m is not dw and m is not anchor for m in members):
         return False

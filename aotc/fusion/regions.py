@@ -40,7 +40,7 @@ from aotc.fusion.region import (AttentionPayload, ConvPayload, GatedPayload, Reg
 from aotc.fusion.rules import ANCHOR_KINDS, loads_operands_repeatedly, prologue_accepts, rule_for
 from aotc.fusion.rules.attention import attention_fits
 from aotc.fusion.rules.conv import staged_depthwise
-from aotc.ir import ops
+from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Node, Value
 from aotc.ir.walk import users_of, walk
 from aotc.patterns.attention import find_attention
@@ -290,7 +290,8 @@ def norm_prologue(anchor: Node, users, producer, outputs) -> tuple[set[Node], st
         return set(), ""
     lhs = anchor.inputs[0]
     p = producer.get(lhs)
-    if p is None or lhs in outputs or ops.category(p.op) != ops.ELEMENTWISE or not lhs.dtype.is_float:
+    if p is None or lhs in outputs or ops.category(p.op) != ops.ELEMENTWISE or not lhs.dtype.is_float \
+            or lhs.dtype == dtypes.f64:           # the row statistics pre-pass reduces in float
         return set(), ""
     sub = _grow_once(p, users, producer, outputs, True, shared=lambda v: _feeds_norm_gemms(v, users, outputs))
     if sub.kind != "row" or not row_structure_ok(sub, producer):
@@ -356,7 +357,7 @@ def _row_reduce_ok(p: Node, shape, users, members) -> bool:
     axes = tuple(p.attrs["axes"])
     r = len(shape)
     return (x.shape == shape and r >= 1 and axes == tuple(range(r - len(axes), r)) and len(axes) < r
-            and x.dtype.is_float and p.attrs["kind"] in ("sum", "max", "min")
+            and x.dtype.is_float and x.dtype != dtypes.f64 and p.attrs["kind"] in ("sum", "max", "min")
             and all(u in members for u in users.get(p.outputs[0], [])))
 
 

@@ -18,7 +18,8 @@ Storage conventions every layer shares:
   other types (with ONNX Cast's round modes) but takes no arithmetic, and it is
   no float8 MMA operand (`is_float8` is false for it).
 - Floats narrower than f32 compute in f32 (kernels and interpreter alike); f64
-  computes in double.
+  computes in double, its dot_general / convolution / reduce sums included
+  (the kernels add each f64 product with one fma, on the host as on the GPU).
 """
 from __future__ import annotations
 

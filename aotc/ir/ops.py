@@ -648,9 +648,12 @@ def result_dtype(attrs, a, b) -> dtypes.DType:
 
 
 def _accumulate_operands(attrs, *xs):
-    """Operands as the reference multiplies them: int64 for integer mma, else f32."""
+    """Operands as the reference multiplies them: int64 for integer mma, f64 for f64 (the kernels
+    accumulate f64 in double), else f32."""
     if attrs.get("out_dtype") == "i32":
         return tuple(x.astype(np.int64) for x in xs)
+    if all(x.dtype == np.float64 for x in xs):
+        return xs
     return tuple(x.astype(np.float32) for x in xs)
 
 

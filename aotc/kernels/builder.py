@@ -188,7 +188,11 @@ class KernelBuilder:
         if kind in split_k.GEMM_TEMPLATES:
             slots.setdefault("row_stats", "")          # a norm prologue's pre-pass (codegen_norm_prologue.py)
             B, M, N, K = (slots[key] for key in ("batch", "m", "n", "k"))
-            more, splits, _ = split_k.split_slots(kind, B, M, N, K, self.idx_t, self.split_k, self._traffic())
+            may_split = self.split_k
+            if kind == "dot":
+                slots.update(simt_accumulator(self.region.anchor.inputs[0].dtype))
+                may_split = may_split and slots["acc_t"] == "float"     # the split-K workspace holds f32 partials
+            more, splits, _ = split_k.split_slots(kind, B, M, N, K, self.idx_t, may_split, self._traffic())
             slots.update(more)
             if splits > 1:
                 grid = (grid[0], grid[1], B * splits)
@@ -262,6 +266,25 @@ def acc_type(dt) -> str:
     wide = {dtypes.i64: "long long", dtypes.u64: "unsigned long long", dtypes.u32: "unsigned int",
             dtypes.u16: "unsigned int", dtypes.u8: "unsigned int"}
     return wide.get(dt, "int")
+
+
+def simt_accumulator(dt) -> dict:
+    """dot.cu's slots acc_t (its tiles' and accumulators' C type) and mad (one multiply-add).
+
+    f64 operands accumulate in double through an explicit fma: NVRTC's -fmad=true would contract
+    `acc += a * b` on the GPU while the host build (no FMA instructions enabled) rounds twice; fma()
+    rounds once on both (DFMA, libm's correctly rounded fma). Other floats keep the float
+    tile and `+=` (their kernels stay byte-identical)."""
+    if dt == dtypes.f64:
+        return dict(acc_t="double", mad="acc[i][j] = fma(av[i], bw[j], acc[i][j]);")
+    return dict(acc_t="float", mad="acc[i][j] += av[i] * bw[j];")
+
+
+def multiply_add(dt, acc: str, x: str, y: str) -> str:
+    """The C statement adding x * y to `acc`: an explicit fma for f64 (see simt_accumulator)."""
+    if dt == dtypes.f64:
+        return f"{acc} = fma({x}, {y}, {acc});"
+    return f"{acc} += {x} * {y};"
 
 
 def reduce_identity(kind: str, dt) -> str:
@@ -355,4 +378,5 @@ def dot_epilogue(b: KernelBuilder, bshape, mshape, nshape, M, N, indent: int) ->
 
 
 __all__ = ["Kernel", "KernelBuilder", "unravel", "slice_offset", "touched_bytes", "acc_type", "reduce_identity",
+           "simt_accumulator", "multiply_add",
            "dot_operand_load", "dot_operand_pointer", "plain_operand", "contiguous_dim", "simt_b_mapping", "dot_epilogue", "MAX_GRID"]

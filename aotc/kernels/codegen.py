@@ -17,7 +17,7 @@ from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph
 from aotc.kernels import codegen_conv as cc
 from aotc.kernels.builder import (MAX_GRID, Kernel, KernelBuilder, acc_type, dot_epilogue, dot_operand_load,
-                                  contiguous_dim, reduce_identity, simt_b_mapping, unravel)
+                                  contiguous_dim, multiply_add, reduce_identity, simt_b_mapping, unravel)
 from aotc.kernels.codegen_attention import generate_attention
 from aotc.kernels.codegen_chain import generate_chain
 from aotc.kernels.codegen_dot_mma import generate_dot_mma
@@ -216,7 +216,7 @@ def _conv(b: KernelBuilder) -> Kernel:
     total = out.type.size
     if is_mma8(anchor):                    # int8 / fp8 operands (the op's out_dtype): codegen_conv8.py
         return generate_conv8(b)
-    if a.get("layout", "NCHW") == "NHWC":
+    if a.get("layout", "NCHW") == "NHWC" and x.dtype != dtypes.f64:     # f64: the direct kernel's double accumulator
         if cc.project_source(b.region) is not None:
             return cc.generate_depthwise_project(b)
         if cc.is_depthwise(b) and cc.depthwise_fits(b):
@@ -242,14 +242,14 @@ def _conv(b: KernelBuilder) -> Kernel:
         wv = em_win.value(w, [oidx[1], "c"] + ks)
     if a.get("precision") == "tf32":        # the op's operands are tf32 values (see ops.round_tf32)
         xv, wv = f"aotc_tf32({xv})", f"aotc_tf32({wv})"
-    em_win.emit(f"acc += {xv} * {wv};")
+    em_win.emit(multiply_add(x.dtype, "acc", xv, wv))
     window = _window_nest(b.idx_t, 3, oidx, spatial, [w.shape[d] for d in spatial], a["strides"], a["padding"],
                           a["dilations"], [x.shape[d] for d in spatial], em_win.text())
     em_epi = b.emitter(indent=2, overrides={out: "acc"})
     b.store_root(em_epi, b.root_index(em_epi, oidx))
     cg, og = w.shape[cdim], w.shape[0] // a["groups"]
     slots = dict(out_index=em_idx.text(), window=window, epilogue=em_epi.text(), total=total,
-                 cg=cg, og=og, oc=oc, block=LOOP_BLOCK)
+                 cg=cg, og=og, oc=oc, acc_t=acc_type(x.dtype), block=LOOP_BLOCK)
     return b.finish("conv", slots, _grid_1d(total, LOOP_BLOCK), (LOOP_BLOCK, 1, 1))
 
 

@@ -90,3 +90,24 @@ def test_quantized_convs_stay_out_of_the_float_fused_kernels():
     assert rules.quantized_anchor(dw_n) and rules.quantized_anchor(pw_n) and not rules.quantized_anchor(dwf_n)
     assert not conv_rules.staged_depthwise(dw_n) and conv_rules.staged_depthwise(dwf_n)
     assert "int8/fp8 GEMM" in conv_rules.depthwise_project_fits(dwf_n, pw_n)
+
+
+def test_f64_dots_and_convs_take_only_their_plain_double_kernels():
+    """f64 anchors sum in double in the SIMT GEMM and the direct conv; the depthwise, depthwise+pointwise,
+    gated and attention kernels sum in float, so an f64 anchor is a plain_anchor (not a quantized one)."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 8, 16), "f64")
+    dw = b.add("convolution", x, b.constant(np.ones((16, 3, 3, 1))), strides=(1, 1), dilations=(1, 1),
+               padding=((1, 1), (1, 1)), groups=16, layout="NHWC")
+    pw = b.add("convolution", dw, b.constant(np.ones((8, 1, 1, 16))), strides=(1, 1), dilations=(1, 1),
+               padding=((0, 0), (0, 0)), groups=1, layout="NHWC")
+    m = b.add("dot_general", b.input("a", (4, 16), "f64"), b.input("w", (16, 8), "f64"), lhs_batch=(),
+              rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
+    xf = b.input("xf", (1, 8, 8, 16))
+    dwf = _conv(b, xf, 16, 3, 16)
+    g = b.build([pw, m, dwf])
+    dw_n, pw_n, m_n, dwf_n = (_node(v, g) for v in (dw, pw, m, dwf))
+    assert all(rules.plain_anchor(n) and not rules.quantized_anchor(n) for n in (dw_n, pw_n, m_n))
+    assert not rules.plain_anchor(dwf_n) and not rules.plain_anchor(None)
+    assert not conv_rules.staged_depthwise(dw_n)
+    assert "f64 pointwise conv" in conv_rules.depthwise_project_fits(dwf_n, pw_n)

@@ -56,6 +56,21 @@ def test_dot_general_matches_einsum():
 _DOT = {"lhs_batch": (), "rhs_batch": (), "lhs_contract": (1,), "rhs_contract": (0,)}
 
 
+def test_f64_dot_and_conv_references_sum_in_double():
+    """512-deep f64 sums: f32 accumulation would be ~1e-7 of sum |a*b| off, double is ~1e-15."""
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((6, 512)), rng.standard_normal((512, 7))
+    (out,) = ops.reference("dot_general", _DOT, a, b)
+    assert out.dtype == np.float64
+    assert np.all(np.abs(out - a @ b) <= 1e-12 * (np.abs(a) @ np.abs(b)))
+    x, w = rng.standard_normal((2, 512, 3, 3)), rng.standard_normal((4, 512, 3, 3))
+    conv = dict(strides=(1, 1), dilations=(1, 1), padding=((0, 0), (0, 0)), groups=1)
+    (y,) = ops.reference("convolution", conv, x, w)
+    want = np.einsum("nchw,ochw->no", x, w)[:, :, None, None]
+    bound = np.einsum("nchw,ochw->no", np.abs(x), np.abs(w))[:, :, None, None]
+    assert y.dtype == np.float64 and np.all(np.abs(y - want) <= 1e-12 * bound)
+
+
 def test_integer_dot_accumulates_exactly_in_i32_and_wraps_like_mma():
     rng = np.random.default_rng(2)
     a = rng.integers(-128, 128, (5, 64), dtype=np.int8)

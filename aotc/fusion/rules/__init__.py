@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aotc.ir import ops
+from aotc.ir import dtypes, ops
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,14 @@ def quantized_anchor(node) -> bool:
     epilogues only, never another family's fused form (depthwise staging or
     depthwise+pointwise, attention, gated epilogues, chains), which compute in float."""
     return node is not None and node.op in ("dot_general", "convolution") and node.attrs.get("out_dtype") is not None
+
+
+def plain_anchor(node) -> bool:
+    """A dot/conv that takes its family's plain kernel only: 8-bit operands (quantized_anchor), or
+    f64 operands, which accumulate in double in the SIMT GEMM and the direct conv while the fused
+    forms (and the tensor-core and depthwise kernels) compute in float."""
+    return quantized_anchor(node) or (node is not None and node.op in ("dot_general", "convolution")
+                                      and node.inputs[0].dtype == dtypes.f64)
 
 
 def rule_for(node) -> FusionRule | None:

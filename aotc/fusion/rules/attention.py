@@ -7,13 +7,13 @@ pattern to the ordinary GEMM, reduction and loop kernels.
 """
 from __future__ import annotations
 
-from aotc.fusion.rules import quantized_anchor
+from aotc.fusion.rules import plain_anchor
 
 MAX_HEAD_DIM = 128      # static shared memory holds K and V tiles of 32 x head_dim
 
 
 def attention_fits(match) -> bool:
     """The flash-attention kernel can run this AttentionMatch (aotc.patterns.attention)."""
-    if quantized_anchor(match.qk) or quantized_anchor(match.pv):      # 8-bit dots: the int8/fp8 GEMMs
+    if plain_anchor(match.qk) or plain_anchor(match.pv):      # 8-bit dots: the int8/fp8 GEMMs; f64: double sums
         return False
     return match.dh <= MAX_HEAD_DIM and match.dv <= MAX_HEAD_DIM

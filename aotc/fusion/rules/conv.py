@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from aotc.ir import dims as D
-from aotc.fusion.rules import quantized_anchor
+from aotc.fusion.rules import plain_anchor, quantized_anchor
 from aotc.fusion.rules.target import MAX_WORKSPACE, TARGET_SMS
 
 DW_CHANNELS = 32            # channels per depthwise block (threads are channel-fastest)
@@ -74,7 +74,7 @@ def staged_depthwise(n) -> bool:
     Each staged input element is computed once per tile, so such a conv may take
     elementwise prologues, and a pointwise expansion conv (fusion/prologues.py).
     """
-    if n is None or n.op != "convolution" or quantized_anchor(n):     # 8-bit: the exact integer kernels
+    if n is None or n.op != "convolution" or plain_anchor(n):     # 8-bit: integer kernels; f64: direct conv
         return False
     x, w = n.inputs
     a = n.attrs
@@ -126,5 +126,7 @@ def depthwise_project_fits(dw, proj) -> str:
     """"" when the depthwise_project kernel can run depthwise conv `dw` feeding pointwise conv `proj`, else why not."""
     if quantized_anchor(proj):
         return "an 8-bit pointwise conv runs the int8/fp8 GEMM, which takes no depthwise prologue"
+    if plain_anchor(proj):
+        return "an f64 pointwise conv runs the direct conv (double sums), which takes no depthwise prologue"
     plan = project_plan(dw, proj)
     return plan if isinstance(plan, str) else ""

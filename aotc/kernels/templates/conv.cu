@@ -10,7 +10,7 @@ extern "C" __global__ void __launch_bounds__(${block}) ${name}(${params}) {
        i += (${idx_t})gridDim.x * blockDim.x) {
 ${out_index}
     const ${idx_t} grp = ${oc} / ${og};
-    float acc = 0.0f;
+    ${acc_t} acc = 0.0f;
     for (${idx_t} c = 0; c < ${cg}; ++c) {
       const ${idx_t} ci = grp * ${cg} + c;
 ${window}

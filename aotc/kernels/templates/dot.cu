@@ -11,19 +11,19 @@
 extern "C" __global__ void __launch_bounds__(256) ${name}(${params}) {
   // rows of 66: a warp's stores of 16 k x 2 columns hit 32 distinct banks (2k + column); a split-K
   // launch's handoff reuses the memory for its 64x80 tile (split_k_simt.part)
-  __shared__ __align__(16) float aotc_smem[64 * 80];
-  float (*As)[16][64 + 2] = reinterpret_cast<float (*)[16][64 + 2]>(aotc_smem);   // As[buf][k][m]
-  float (*Bs)[16][64 + 2] = As + 2;                                                 // Bs[buf][k][n]
+  __shared__ __align__(16) ${acc_t} aotc_smem[64 * 80];
+  ${acc_t} (*As)[16][64 + 2] = reinterpret_cast<${acc_t} (*)[16][64 + 2]>(aotc_smem);   // As[buf][k][m]
+  ${acc_t} (*Bs)[16][64 + 2] = As + 2;                                                 // Bs[buf][k][n]
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   const ${idx_t} b = ${b_index};
   const ${idx_t} m0 = (${idx_t})blockIdx.y * 64, n0 = (${idx_t})blockIdx.x * 64;
 ${row_stats}
-  float acc[4][4];
+  ${acc_t} acc[4][4];
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
-  float ra[4], rb[4];
+  ${acc_t} ra[4], rb[4];
   // A tile: 64 (m) x 16 (k); thread t loads k = t & 15, m = (t >> 4) + 16*l.
   // B tile: 16 (k) x 64 (n); thread t loads (k, n) = (${b_kk}, ${b_nn}): along n where B's
   // n is contiguous in memory, along k (as A) where its k is.
@@ -39,14 +39,14 @@ ${row_stats}
     for (int l = 0; l < 4; ++l) {
       const ${idx_t} am = m0 + (threadIdx.x >> 4) + 16 * l;
       const ${idx_t} ak = k0 + (threadIdx.x & 15);
-      float a = 0.0f;
+      ${acc_t} a = 0.0f;
       if (am < ${m} && ak < ${k}) {
 ${load_a}
       }
       ra[l] = a;
       const ${idx_t} bk = k0 + ${b_kk};
       const ${idx_t} bn = n0 + ${b_nn};
-      float bv = 0.0f;
+      ${acc_t} bv = 0.0f;
       if (bk < ${k} && bn < ${n}) {
 ${load_b}
       }
@@ -57,7 +57,7 @@ ${load_b}
       const int prev = cur ^ 1;
 #pragma unroll
       for (int kk = 0; kk < 16; ++kk) {
-        float av[4], bw[4];
+        ${acc_t} av[4], bw[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) av[i] = As[prev][kk][ty + 16 * i];
 #pragma unroll
@@ -65,7 +65,7 @@ ${load_b}
 #pragma unroll
         for (int i = 0; i < 4; ++i)
 #pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bw[j];
+          for (int j = 0; j < 4; ++j) ${mad}
       }
     }
     if (kt < tiles) {
@@ -85,7 +85,7 @@ ${split_fixup}
     for (int j = 0; j < 4; ++j) {
       const ${idx_t} m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
       if (m < ${m} && n < ${n}) {
-        const float accv = acc[i][j];
+        const ${acc_t} accv = acc[i][j];
 ${epilogue}
       }
     }
