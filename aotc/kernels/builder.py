@@ -188,12 +188,11 @@ class KernelBuilder:
         if kind in split_k.GEMM_TEMPLATES:
             slots.setdefault("row_stats", "")          # a norm prologue's pre-pass (codegen_norm_prologue.py)
             B, M, N, K = (slots[key] for key in ("batch", "m", "n", "k"))
-            may_split = self.split_k
-            if kind == "dot":
-                slots.update(simt_accumulator(self.region.anchor.inputs[0].dtype))
-                may_split = may_split and slots["acc_t"] == "float"     # the split-K workspace holds f32 partials
-            more, splits, _ = split_k.split_slots(kind, B, M, N, K, self.idx_t, may_split, self._traffic())
-            slots.update(more)
+            tiling = slots.pop("tiling", None)          # dot.cu's callers chose it (simt_tiling)
+            if tiling is None:
+                tiling = split_k.gemm_tiling(kind, B, M, N, K, self._traffic(), self.split_k)
+            slots.update(split_k.split_slots(kind, B, M, N, K, self.idx_t, tiling))
+            splits = tiling.splits
             if splits > 1:
                 grid = (grid[0], grid[1], B * splits)
                 params += ", float *__restrict__ aotc_ws, unsigned int *__restrict__ aotc_sem"
@@ -353,12 +352,36 @@ def contiguous_dim(b: KernelBuilder, value) -> int:
     return value.type.rank - 1
 
 
-def simt_b_mapping(k_contiguous: bool) -> dict:
-    """dot.cu's B-tile thread mapping (slots b_kk, b_nn): consecutive lanes along whichever of B's k and
-    n is contiguous in memory, so a warp's B loads are coalesced."""
+def simt_tiling(b: KernelBuilder, B, M, N, K, gated: bool = False) -> split_k.Tiling:
+    """dot.cu's block tile and K split for this region (split_k.choose_tiling). A gated epilogue's column
+    layout (codegen_gated.py) needs the 64x64 tile; the split-K workspace holds f32 partials only."""
+    may_split = b.split_k and simt_accumulator(b.region.anchor.inputs[0].dtype)["acc_t"] == "float"
+    tiles = split_k.SIMT_TILES[:1] if gated else split_k.SIMT_TILES
+    return split_k.gemm_tiling("dot", B, M, N, K, b._traffic(), may_split, tiles)
+
+
+def simt_tile_slots(tiling: split_k.Tiling, k_contiguous: bool, dt) -> dict:
+    """dot.cu's slots for a block tile: its sizes, the thread layout, the loads per thread, the shared
+    memory, the accumulator type and the B-tile thread mapping (consecutive lanes along whichever of B's k
+    and n is contiguous in memory, so a warp's B loads are coalesced)."""
+    bm, bn, threads = tiling.bm, tiling.bn, tiling.threads
+    cols = bn // 4
+    smem = 32 * (bm + 2) + 32 * (bn + 2)                    # two stages of A and B tiles
+    if tiling.splits > 1:
+        smem = max(smem, bm * split_k.simt_handoff_stride(bn))
     if k_contiguous:
-        return dict(b_kk="(threadIdx.x & 15)", b_nn="((threadIdx.x >> 4) + 16 * l)")
-    return dict(b_kk="((threadIdx.x >> 6) + 4 * l)", b_nn="(threadIdx.x & 63)")
+        mapping = dict(b_kk="(threadIdx.x & 15)", b_nn=f"((threadIdx.x >> 4) + {threads // 16} * l)")
+    else:
+        mapping = dict(b_kk=f"((threadIdx.x >> {bn.bit_length() - 1}) + {threads // bn} * l)",
+                       b_nn=f"(threadIdx.x & {bn - 1})")
+    return dict(bm=bm, bn=bn, threads=threads, rows=bm // 4, cols=cols, cols_mask=cols - 1,
+                cols_shift=cols.bit_length() - 1, a_loads=16 * bm // threads, b_loads=16 * bn // threads,
+                a_step=threads // 16, smem_elems=smem, tiling=tiling, **mapping, **simt_accumulator(dt))
+
+
+def simt_grid(tiling: split_k.Tiling, B, M, N) -> tuple:
+    """dot.cu's grid before a split: one block per (bn, bm) tile per batch."""
+    return (D.ceildiv(N, tiling.bn), D.ceildiv(M, tiling.bm), B)
 
 
 def dot_epilogue(b: KernelBuilder, bshape, mshape, nshape, M, N, indent: int) -> Emitter:
@@ -376,4 +399,5 @@ def dot_epilogue(b: KernelBuilder, bshape, mshape, nshape, M, N, indent: int) ->
 
 __all__ = ["Kernel", "KernelBuilder", "unravel", "slice_offset", "touched_bytes", "acc_type", "reduce_identity",
            "simt_accumulator", "multiply_add",
-           "dot_operand_load", "dot_operand_pointer", "plain_operand", "contiguous_dim", "simt_b_mapping", "dot_epilogue", "MAX_GRID"]
+           "dot_operand_load", "dot_operand_pointer", "plain_operand", "contiguous_dim", "simt_tiling", "simt_tile_slots", "simt_grid",
+           "dot_epilogue", "MAX_GRID"]

@@ -17,7 +17,8 @@ from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph
 from aotc.kernels import codegen_conv as cc
 from aotc.kernels.builder import (MAX_GRID, Kernel, KernelBuilder, acc_type, dot_epilogue, dot_operand_load,
-                                  contiguous_dim, multiply_add, reduce_identity, simt_b_mapping, unravel)
+                                  contiguous_dim, multiply_add, reduce_identity, simt_grid, simt_tile_slots,
+                                  simt_tiling, unravel)
 from aotc.kernels.codegen_attention import generate_attention
 from aotc.kernels.codegen_chain import generate_chain
 from aotc.kernels.codegen_dot_mma import generate_dot_mma
@@ -162,12 +163,17 @@ def _dot(b: KernelBuilder) -> Kernel:
     if D.upper(B) > 65535:
         raise UnsupportedError(f"dot_general '{anchor.name}': batch {B} exceeds the grid's z limit 65535")
 
-    row_stats, norm = norm_row_stats(b, mshape, kshape, M, K)
     if is_mma8(anchor):                    # int8 / fp8 operands (the op's out_dtype): codegen_mma8.py
+        row_stats, norm = norm_row_stats(b, mshape, kshape, M, K)
         return generate_dot_mma8(b, (bshape, mshape, nshape, kshape, B, M, N, K), row_stats, norm)
     if lhs.dtype == rhs.dtype and (lhs.dtype in (dtypes.f16, dtypes.bf16) or
                                    anchor.attrs.get("precision") == "tf32"):
+        row_stats, norm = norm_row_stats(b, mshape, kshape, M, K)
         return generate_dot_mma(b, (bshape, mshape, nshape, kshape, B, M, N, K), row_stats, norm)
+    gated = b.region.payload_as(GatedPayload)
+    N = gated_width(gated.width, gated.blocks) if gated else N
+    tiling = simt_tiling(b, B, M, N, K, gated=bool(gated))
+    row_stats, norm = norm_row_stats(b, mshape, kshape, M, K, tile_m=tiling.bm)
 
     def operand_load(var, value, batch_dims, dims_a, dims_b, flat_a, flat_b, shape_a, shape_b):
         return dot_operand_load(b, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b,
@@ -175,10 +181,8 @@ def _dot(b: KernelBuilder) -> Kernel:
                                 overrides=norm if var == "A" else None)
 
     load_a = operand_load("A", lhs, lb, lf, lc, "am", "ak", mshape, kshape)
-    gated = b.region.payload_as(GatedPayload)
     if gated:                      # SwiGLU / LSTM-cell epilogue over the GEMM's k column blocks
         f, k = gated.width, gated.blocks
-        N = gated_width(f, k)
         load_b = gated_b_load(lambda flat: operand_load("B", rhs, rb, rc, rf, "bk", flat, kshape, nshape),
                               "simt", f, b.idx_t, 4, k)
         em = gated_epilogue(b, "simt", bshape, mshape, f, indent=4, k=k)
@@ -186,8 +190,8 @@ def _dot(b: KernelBuilder) -> Kernel:
         load_b = operand_load("B", rhs, rb, rc, rf, "bk", "bn", kshape, nshape)
         em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=4)
     slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K, row_stats=row_stats,
-                 **simt_b_mapping(list(rc) == [contiguous_dim(b, rhs)]))
-    return b.finish("dot", slots, (D.ceildiv(N, 64), D.ceildiv(M, 64), B), (256, 1, 1))
+                 **simt_tile_slots(tiling, list(rc) == [contiguous_dim(b, rhs)], lhs.dtype))
+    return b.finish("dot", slots, simt_grid(tiling, B, M, N), (tiling.threads, 1, 1))
 
 
 def _window_nest(idx_t: str, depth: int, out_idx, spatial_dims, kshape, strides_, pads, dils, sizes,

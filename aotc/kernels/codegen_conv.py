@@ -27,7 +27,8 @@ from aotc.fusion.rules.conv import DW_BLOCK, channel_tile, depthwise_node_fits, 
 from aotc.fusion.rules.conv import depthwise_tile as _depthwise_tile
 from aotc.fusion.rules.conv import project_plan as _project_plan
 from aotc.ir import dtypes
-from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, plain_operand, simt_b_mapping, unravel
+from aotc.kernels.builder import (Kernel, KernelBuilder, dot_epilogue, plain_operand, simt_grid, simt_tile_slots,
+                                  simt_tiling, unravel)
 from aotc.kernels.emitter import linear
 from aotc.kernels.mma_staging import CHUNK, STAGES, Operand, staging_slots, store_slot
 from aotc.kernels.template import instantiate
@@ -96,9 +97,10 @@ def generate_implicit_gemm(b: KernelBuilder) -> Kernel:
                      elt="bf16" if bf16 else "f16", ctype=x.dtype.c, stages=STAGES, **staging_slots(op_a, op_b, b.idx_t, x.dtype.c, to_elt, M, N, K,
                                                     b.param_names.get(x, "nullptr"), b.param_names.get(w, "nullptr")))
         return b.finish("dot_mma", slots, grid, (128, 1, 1))
+    tiling = simt_tiling(b, 1, M, N, K)
     slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K,
-                 **simt_b_mapping(True))             # w[o, *taps, c]: K contiguous
-    return b.finish("dot", slots, grid, (256, 1, 1))
+                 **simt_tile_slots(tiling, True, x.dtype))      # w[o, *taps, c]: K contiguous
+    return b.finish("dot", slots, simt_grid(tiling, 1, M, N), (tiling.threads, 1, 1))
 
 
 def _mma_operands(b: KernelBuilder, x, w, mshape, kshape, a, load_a: str, load_b: str):

@@ -36,7 +36,7 @@ def _frontier(nodes, shape):
     return out
 
 
-def norm_row_stats(b, mshape, kshape, M: int, K: int):
+def norm_row_stats(b, mshape, kshape, M: int, K: int, tile_m: int = TILE_M):
     """(pre-pass code, overrides for the A loads); ("", {}) when the region has no norm prologue."""
     reduces = [n for n in b.members if n.op == "reduce"]
     if not reduces:
@@ -60,7 +60,7 @@ def norm_row_stats(b, mshape, kshape, M: int, K: int):
         val = em.value(v, kept + ["0"] * (v.type.rank - len(kept)))
         em.emit(f"if ((threadIdx.x & 31) == 0) aotc_rs[{i}][aotc_r] = {val};")
     code = instantiate("norm_row_stats.part", dict(
-        nstats=len(frontier), tile_m=TILE_M, idx_t=b.idx_t, m=M, row_index=em_row.text(),
+        nstats=len(frontier), tile_m=tile_m, idx_t=b.idx_t, m=M, row_index=em_row.text(),
         phases="\n".join(phases), stats=em.text()), indent=2)
     return code, {v: f"aotc_rs[{i}][am - m0]" for i, v in enumerate(frontier)}
 

@@ -1,10 +1,21 @@
-"""Split-K for GEMMs and implicit-GEMM convs that would leave most of the GPU idle.
+"""GEMM tiling: the SIMT kernel's block tile, and split-K where even the smallest tile leaves the GPU idle.
 
 At batch 1 a GEMM often has fewer 64x64 output tiles than the GPU has SMs
 (ResNet-50's last 3x3 convs: 8 tiles for K = 4608; BERT's output projections:
-24), so most SMs sit idle while a few blocks walk the whole K loop. Split-K
-gives each tile S blocks, each summing one K range, and S times as many blocks
-run at once.
+24), so most SMs sit idle while a few blocks walk the whole K loop. Two ways
+give it more blocks: smaller block tiles (dot.cu has 64x64, 64x32, 32x64,
+32x32 and 16x32, each thread still owning a 4x4 micro-tile), which cost no modelled
+bytes (the operand re-reads across tiles hit L2, see aotc/bench/byte_floor.py),
+and split-K, which gives each tile S blocks, each summing one K range, at the
+price of an f32 partial tile per split written and read back.
+
+`choose_tiling` takes the largest tile that gives FILL_SHARE of the SMs a
+block, and splits K only when even the smallest tile cannot: then the fewest
+splits that reach FILL_SHARE, capped so that the partials (written and read
+back) stay within SIMT_PARTIALS_SHARE of the kernel's own traffic, which keeps
+the kernel within the bytes target's 1.1x of its compulsory traffic. The
+tensor-core templates (dot_mma, dot_tf32) keep their 64x64 tile and their
+split rule (`choose_splits`).
 
 The partial sums meet without a second kernel and without atomics on data:
 each block writes its partial tile to an f32 workspace in the arena, then
@@ -13,28 +24,14 @@ The block that arrives last adds the S partials in split order, so the result
 does not depend on which block finishes last, and runs the region's epilogue.
 The counters live in a zeroed tail of the arena: the runtime zeroes it when it
 creates a context and every tile's last block sets its counter back to 0.
-
-S is at most the largest split that keeps the launch within one wave (S *
-tiles <= SMs: a second, partly empty wave would cost what the split saved),
-each split keeping >= 8 K tiles. The workspace is capped at 8 MiB, so it stays
-in L2 (50 MiB on an H100/H200): partials are written and read back within the
-launch, and the modelled HBM bytes do not count them (Kernel.workspace reports
-them; the bytes target, aotc/bench/byte_floor.py, charges them twice).
-
-Within that, the partials' bytes decide: S is the fewest splits that give
-FILL_SHARE of the SMs a block, or more while the partials (2 x S x the f32 tile
-sums) stay within PARTIALS_SHARE of the kernel's own traffic. One split's
-partials cost about 2M/K of a GEMM's traffic (M rows, depth K), so a 5% share
-admits a split only where K > 40 M: at batch 1 it almost never fills the GPU
-alone. Measured (bench/fusion_report.py --fast, modelled bytes over the plan's
-floor, and GEMM/conv launches under half a wave): a full wave everywhere gave
-ResNet-50 1.625 (1 of 54), BERT-base 1.203 (0/48), GPT-2 1.181 (0/49); no split
-past 5% 1.006 (42/54), 1.000 (24/48); half a wave 1.472, 1.122, 1.120 with the
-same 1/54, 0/48, 0/49 launches under half a wave.
+S is at most the largest split that keeps the launch within one wave, each
+split keeping >= 8 K tiles, and the workspace is capped at 8 MiB, so it stays
+in L2 (50 MiB on an H100/H200).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from aotc.ir import dims as D
 
@@ -45,7 +42,9 @@ MAX_SPLITS = 16
 MIN_SPLIT_K = 128        # each block still runs >= 8 K tiles of 16
 FILL_SHARE = 0.5         # the split gives at least this share of the SMs a block (fusion_report's "half a wave")
 PARTIALS_SHARE = 0.05    # beyond that, partial-sum bytes (written + read) per byte of the kernel's own traffic
+SIMT_PARTIALS_SHARE = 0.1    # dot.cu's cap on them: the bytes target's 1.1x of a kernel's compulsory traffic
 GEMM_TEMPLATES = ("dot", "dot_mma", "dot_tf32")
+SIMT_TILES = ((64, 64), (64, 32), (32, 64), (32, 32), (16, 32))   # dot.cu's block tiles (rows, cols)
 
 # Each template's accumulators (split_k_fixup.part's slots): their dims (i, j, r; r = 1 where the array has
 # two), the element at (i, j, r), and the row/col of element 0.
@@ -53,6 +52,68 @@ _LAYOUT = {
     "dot": ((4, 4, 1), "acc[i][j]", "m0 + ty", "n0 + tx"),
     "mma": ((2, 4, 4), "acc[i][j][r]", "m0 + wm + g", "n0 + wn + 2 * t"),
 }
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """A GEMM launch's block tile (bm rows x bn cols of C) and its K split (splits blocks of `per` K each)."""
+    bm: int = 64
+    bn: int = 64
+    splits: int = 1
+    per: object = None       # K per split (the whole K when splits == 1)
+
+    @property
+    def threads(self) -> int:
+        """dot.cu's block: one thread per 4x4 micro-tile."""
+        return self.bm * self.bn // 16
+
+
+def _blocks(batch: int, m: int, n: int, bm: int, bn: int) -> int:
+    return batch * math.ceil(m / bm) * math.ceil(n / bn)
+
+
+def _fills(blocks: int) -> bool:
+    return blocks >= FILL_SHARE * TARGET_SMS
+
+
+def choose_tiling(kind: str, batch, m, n, k, traffic=None, may_split: bool = True, tiles=SIMT_TILES) -> Tiling:
+    """The block tile and K split of a GEMM launch of template `kind` (B=batch, M, N, K; None: a dynamic size).
+
+    dot (SIMT): the largest of `tiles` that gives FILL_SHARE of the SMs a block; where none does, the
+    smallest, split along K only as far as its partials stay within SIMT_PARTIALS_SHARE of `traffic`
+    (the kernel's modelled bytes). dot_mma and dot_tf32: 64x64 and `choose_splits`. A dynamic size keeps the
+    first tile unsplit: its block count is known only at run time."""
+    if None in (batch, m, n, k):
+        return Tiling(*tiles[0], 1, k) if kind == "dot" else Tiling(64, 64, 1, k)
+    if kind != "dot":
+        splits, per = choose_splits(batch, m, n, k, traffic) if may_split else (1, k)
+        return Tiling(64, 64, splits, per)
+    for bm, bn in _by_size(tiles, batch, m, n):
+        if _fills(_blocks(batch, m, n, bm, bn)):
+            return Tiling(bm, bn, 1, k)
+    bm, bn = _by_size(tiles, batch, m, n)[-1]
+    if not may_split:
+        return Tiling(bm, bn, 1, k)
+    splits, per = _splits(_blocks(batch, m, n, bm, bn), batch, m, n, k, traffic, SIMT_PARTIALS_SHARE)
+    return Tiling(bm, bn, splits, per)
+
+
+def _by_size(tiles, batch, m, n):
+    """`tiles` from the largest to the smallest; among equals, the one whose blocks overhang the edges least."""
+    return sorted(tiles, key=lambda t: (-t[0] * t[1], t[0] * t[1] * _blocks(batch, m, n, *t)))
+
+
+def _splits(tiles: int, batch: int, m: int, n: int, k: int, traffic, share: float) -> tuple[int, int]:
+    """(splits, K per split) for a launch of `tiles` blocks: the fewest that fill FILL_SHARE of the SMs,
+    or fewer where the partials would pass `share` of `traffic` (None: no cap)."""
+    splits = min(MAX_SPLITS, TARGET_SMS // tiles, k // MIN_SPLIT_K, 65535 // batch,
+                 MAX_WORKSPACE // (4 * batch * m * n), math.ceil(FILL_SHARE * TARGET_SMS / tiles))
+    if traffic is not None:
+        splits = min(splits, int(share * traffic) // (2 * 4 * batch * m * n))
+    if splits < 2:
+        return 1, k
+    per = math.ceil(k / splits / 16) * 16
+    return math.ceil(k / per), per
 
 
 def choose_splits(batch: int, m: int, n: int, k: int, traffic: int | None = None) -> tuple[int, int]:
@@ -76,29 +137,40 @@ def choose_splits(batch: int, m: int, n: int, k: int, traffic: int | None = None
     return math.ceil(k / per), per
 
 
-def split_slots(kind: str, batch: int, m: int, n: int, k: int, idx_t: str, enabled: bool = True,
-                traffic=None):
-    """(template slots, splits, K per split) for a GEMM template with this geometry and modelled bytes.
-
-    A GEMM with a dynamic size splits only in a variant whose bucket pins its sizes (variants.py):
-    otherwise its tile count is known only at run time."""
-    sizes = [D.known(x) for x in (batch, m, n, k)]         # dims a variant's bucket pins count as known
-    known = D.known(traffic) if traffic is not None else None
-    splits, per = choose_splits(*sizes, known) if enabled and None not in sizes else (1, k)
+def split_slots(kind: str, batch, m, n, k, idx_t: str, tiling: Tiling):
+    """The template slots (b_index, k_begin, k_end, split_fixup) of a GEMM launch with this tiling."""
+    splits, per = tiling.splits, tiling.per
     if splits == 1:
-        return dict(b_index="blockIdx.z", k_begin="0", k_end=str(k), split_fixup=""), 1, k
+        return dict(b_index="blockIdx.z", k_begin="0", k_end=str(k), split_fixup="")
     begin = f"({idx_t})(blockIdx.z % {splits}) * {per}"
     mma = kind != "dot"
     (ni, nj, nr), elt, row, col = _LAYOUT["mma" if mma else "dot"]
     if kind in ("dot_mma", "dot"):      # the accumulators meet in a shared-memory tile (no local array)
+        bm, bn = tiling.bm, tiling.bn
         fixup = instantiate("split_k_tile.part", dict(splits=splits, total=batch * m * n, mn=m * n, m=m, n=n,
-                                                      stride=72 if mma else 80), indent=2)
+                                                      stride=72 if mma else simt_handoff_stride(bn), tile_m=bm,
+                                                      tile_n=bn, shift=bn.bit_length() - 1, mask=bn - 1), indent=2)
         if kind == "dot":               # dot_mma.cu has its tile already; dot.cu's goes there and back
-            fixup = instantiate("split_k_simt.part", dict(handoff=fixup), indent=2)
+            fixup = instantiate("split_k_simt.part", dict(handoff=fixup, stride=simt_handoff_stride(bn),
+                                                          rows=bm // 4, cols=bn // 4), indent=2)
     else:
         fixup = instantiate("split_k_fixup.part", dict(
             splits=splits, acc_count=ni * nj * nr, ni=ni, nj=nj, nr=nr, acc=elt, mma="true" if mma else "false",
             row=row, col=col, total=batch * m * n, mn=m * n, m=m, n=n), indent=2)
-    slots = dict(b_index=f"blockIdx.z / {splits}", k_begin=begin,
-                 k_end=f"({begin} + {per} < {k} ? {begin} + {per} : {k})", split_fixup=fixup)
-    return slots, splits, per
+    return dict(b_index=f"blockIdx.z / {splits}", k_begin=begin,
+                k_end=f"({begin} + {per} < {k} ? {begin} + {per} : {k})", split_fixup=fixup)
+
+
+def simt_handoff_stride(bn: int) -> int:
+    """Row stride of dot.cu's split-K handoff tile: bn + bn/4, so that a warp's bn/4 columns x 128/bn rows
+    of stores land in 32 distinct banks (64 -> 80, 32 -> 40)."""
+    return bn + bn // 4
+
+
+def gemm_tiling(kind: str, batch, m, n, k, traffic=None, may_split: bool = True, tiles=SIMT_TILES) -> Tiling:
+    """choose_tiling on a launch's sizes, which may be dynamic: a dim a variant's bucket pins
+    (variants.py) counts as known, any other makes the launch's block count known only at run time."""
+    sizes = [D.known(x) for x in (batch, m, n, k)]
+    known = D.known(traffic) if traffic is not None else None
+    tiling = choose_tiling(kind, *sizes, traffic=known, may_split=may_split, tiles=tiles)
+    return tiling if tiling.splits > 1 else Tiling(tiling.bm, tiling.bn, 1, k)
