@@ -204,7 +204,7 @@ def generate_depthwise_project(b: KernelBuilder) -> Kernel:
     proj = b.region.anchor
     x, wp = proj.inputs
     dw = project_source(b.region)
-    tile, splits, per, workspace, tiles = _project_plan(dw, proj, b.split_k)
+    tile, splits, per, workspace, tiles = _project_plan(dw, proj, b.split_k, b._traffic())
     outs = proj.outputs[0].shape[-1]
     slots = _staging(b, dw, tile, indent=4)
     rnd = "aotc_tf32" if proj.attrs.get("precision") == "tf32" else ""

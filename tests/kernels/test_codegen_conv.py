@@ -6,12 +6,15 @@ input with padding); outputs are poisoned (run_on_host), inputs are fresh
 random draws. Each case also checks which kernel family was chosen, and the
 generated source compiles with NVRTC for sm_80 and sm_90.
 """
+import re
+
 import ml_dtypes
+
 import numpy as np
 import pytest
 
 from aotc.ir.graph import GraphBuilder
-from aotc.kernels import codegen
+from aotc.kernels import codegen, split_k
 from aotc.kernels.nvrtc_compile import compile_device
 from tests.helpers.rng import fresh_rng, random_array
 from tests.kernels.test_codegen import check
@@ -56,7 +59,9 @@ def test_implicit_gemm_conv(xshape, wshape, strides, pads, dil):
     graph, ins = _conv_graph(rng, xshape, wshape, strides, pads, dil, 1, residual=True)
     (k,) = check(graph, ins, seed, rtol=1e-4, atol=1e-5, kinds=["conv"])
     assert k.name.startswith("aotc_dot_") and not k.name.startswith("aotc_dot_mma_")
-    assert k.grid[1] == -(-int(np.prod(graph.outputs[0].shape[:-1])) // 64)
+    bm, bn = map(int, re.search(r"Block tile (\d+)x(\d+)", k.source).groups())     # split_k.choose_tiling's
+    assert (bm, bn) in split_k.SIMT_TILES and k.block == (bm * bn // 16, 1, 1)
+    assert k.grid[:2] == (-(-wshape[0] // bn), -(-int(np.prod(graph.outputs[0].shape[:-1])) // bm))
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
@@ -228,7 +233,8 @@ def _inverted_residual(rng, xshape, cexp, cout, stride, dtype="f32", expand=True
 @pytest.mark.parametrize("xshape,cexp,cout,stride,dtype,expand,precision,k", [
     ((2, 13, 10, 8), 48, 8, 1, "f32", True, None, 3),        # residual, 2 channel chunks, image tiles broken
     ((1, 27, 23, 5), 50, 3, 2, "f32", True, None, 3),        # 50 channels: a partial chunk; 3 outputs
-    ((1, 9, 11, 24), 144, 24, 1, "f32", True, None, 3),      # 5 chunks over the splits
+    ((1, 9, 11, 24), 144, 24, 1, "f32", True, None, 3),      # 1x1 pixel tiles: 99 blocks, no split
+    ((1, 3, 3, 64), 384, 64, 1, "f32", True, None, 3),       # 12 chunks over 4 splits (partials within 10%)
     ((1, 56, 56, 16), 96, 24, 2, "f32", True, None, 3),      # MobileNet's second block
     ((1, 21, 19, 32), 32, 17, 1, "f32", False, None, 3),     # no expansion (MobileNet's first block)
     ((1, 7, 7, 160), 960, 320, 1, "f32", True, None, 3),     # the last block: a small tile, no split
@@ -256,7 +262,7 @@ def test_depthwise_project_partials_sum_in_a_fixed_order():
     leave the counters at zero for the next launch."""
     from tests.helpers.host_run import run_on_host
     rng, _ = fresh_rng()
-    graph, ins = _inverted_residual(rng, (1, 9, 11, 24), 144, 24, 1)
+    graph, ins = _inverted_residual(rng, (1, 3, 3, 64), 384, 64, 1)
     once, (k,), _ = run_on_host(graph, ins)
     assert k.splits > 1 and k.workspace > 0 and k.counters > 0
     twice, _, counters = run_on_host(graph, ins, runs=2)

@@ -82,14 +82,18 @@ def staged_depthwise(n) -> bool:
             and a["groups"] == x.shape[-1] == n.outputs[0].shape[-1] and depthwise_node_fits(n))
 
 
-def project_plan(dw, proj, split: bool = True):
+def project_plan(dw, proj, split: bool = True, traffic=None, partials_share: float = 0.1):
     """(tile, splits, channel chunks per split, workspace bytes, pixel tiles) of a depthwise_project
     kernel, or a reason string when none fits.
 
     Splits over the depthwise channels fill half the GPU's SMs with blocks, but
     only while the partials (splits x outputs per pixel) stay no larger than the
     depthwise result they replace (channels per pixel): past that the fusion
-    would move more bytes through L2 than it saves in HBM.
+    would move more bytes through L2 than it saves in HBM. Given the kernel's
+    own modelled bytes (`traffic`), the plan meets the bytes target instead
+    (aotc/bench/byte_floor.py): the largest pixel tile that gives half the SMs
+    a block unsplit, else the smallest tile, split only while its partials
+    (written and read back) stay within `partials_share` of `traffic`.
     """
     out = dw.outputs[0]
     n_img, oh, ow, chans = out.shape
@@ -104,22 +108,48 @@ def project_plan(dw, proj, split: bool = True):
         return f"{outs} pointwise outputs per pixel do not fit a tile"
     chunks = math.ceil(chans / tc)
     cap = max(1, min(chunks, chans // outs)) if split else 1
-    best = None
-    for tile in [t for t in fits if t[0] * t[1] >= 8] or fits[:1]:    # largest first, as depthwise_tile
-        tiles = D.upper(n_img) * math.ceil(oh / tile[0]) * math.ceil(ow / tile[1])
-        splits = min(cap, math.ceil(TARGET_SMS / 2 / tiles))
-        per = math.ceil(chunks / splits)
-        splits = math.ceil(chunks / per)
-        if best is None or tiles * splits > best[4] * best[1]:
-            best = (tile, splits, per, 0, tiles)
-        if 2 * tiles * splits >= TARGET_SMS:
-            break
-    tile, splits, per, _, tiles = best
+    if traffic is not None:
+        tile, splits, per = _budget_plan(fits, D.upper(n_img), oh, ow, outs, chunks, split, traffic, partials_share)
+    else:
+        tile, splits, per = _fill_plan(fits, D.upper(n_img), oh, ow, chunks, cap)
     tiles = n_img * math.ceil(oh / tile[0]) * math.ceil(ow / tile[1])
     workspace = 4 * splits * tiles * tile[0] * tile[1] * outs if splits > 1 else 0
     if workspace > MAX_WORKSPACE:
         return f"split partials of {workspace >> 20} MiB exceed the workspace cap"
     return tile, splits, per, workspace, tiles
+
+
+def _fill_plan(fits, n_img, oh, ow, chunks, cap):
+    """(tile, splits, chunks per split): the largest tile of >= 8 pixels that split at most `cap` ways
+    gives half the SMs a block, or the one giving the most blocks."""
+    best = None
+    for tile in [t for t in fits if t[0] * t[1] >= 8] or fits[:1]:    # largest first, as depthwise_tile
+        tiles = n_img * math.ceil(oh / tile[0]) * math.ceil(ow / tile[1])
+        splits = min(cap, math.ceil(TARGET_SMS / 2 / tiles))
+        per = math.ceil(chunks / splits)
+        splits = math.ceil(chunks / per)
+        if best is None or tiles * splits > best[3] * best[1]:
+            best = (tile, splits, per, tiles)
+        if 2 * tiles * splits >= TARGET_SMS:
+            break
+    return best[:3]
+
+
+def _budget_plan(fits, n_img, oh, ow, outs, chunks, split, traffic, share):
+    """(tile, splits, chunks per split): the largest tile that gives half the SMs a block unsplit, else
+    the smallest split while the partials stay within `share` of `traffic`."""
+    for tile in fits:
+        tiles = n_img * math.ceil(oh / tile[0]) * math.ceil(ow / tile[1])
+        if 2 * tiles >= TARGET_SMS:
+            return tile, 1, chunks
+    tile = fits[-1]
+    tiles = n_img * math.ceil(oh / tile[0]) * math.ceil(ow / tile[1])
+    one = 2 * 4 * tiles * tile[0] * tile[1] * outs            # one split's partials, written and read back
+    splits = min(chunks, math.ceil(TARGET_SMS / 2 / tiles), int(share * traffic) // one) if split else 1
+    if splits < 2:
+        return tile, 1, chunks
+    per = math.ceil(chunks / splits)
+    return tile, math.ceil(chunks / per), per
 
 
 def depthwise_project_fits(dw, proj) -> str:
