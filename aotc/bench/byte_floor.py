@@ -7,7 +7,9 @@ is what aotc's cost model charges (Kernel.bytes: every parameter's touched
 bytes, the outputs) plus what the kernel moves on top of that:
 
 - a norm prologue's pre-pass (codegen_norm_prologue.py) reads the normalized
-  input once more per reduction phase (LayerNorm: two, RMSNorm: one);
+  input once more per reduction phase: one for RMSNorm, one for LayerNorm
+  whose mean and variance come from a single Welford pass (the kernel's
+  `wshift`, templates/norm_welford.part), else one per reduction;
 - split-K partials (split_k.py) are written once and read back once, so the
   f32 workspace counts twice.
 
@@ -173,15 +175,18 @@ def _reason(source, nodes) -> str:
 
 
 def _prologue_rereads(kernel) -> int:
-    """Bytes a GEMM's norm prologue pre-pass reads again: the row input once per reduction phase."""
+    """Bytes a GEMM's norm prologue pre-pass reads again: the row inputs once per reduction phase, where a
+    one-pass LayerNorm (norm_welford.part) runs its two reductions as one phase."""
     region = kernel.region
     if region.anchor is None or "aotc_rs[" not in kernel.source:
         return 0
     produced = {v: n for n in region.nodes for v in n.outputs}
     params = set(kernel.params[:-1])
+    reduces = [n for n in region.nodes if n.op == "reduce" and n is not region.anchor]
+    phases = [reduces] if "wshift" in kernel.source else [[r] for r in reduces]
     total = 0
-    for red in (n for n in region.nodes if n.op == "reduce" and n is not region.anchor):
-        seen, stack, inputs = set(), [red.inputs[0]], set()
+    for phase in phases:
+        seen, stack, inputs = set(), [r.inputs[0] for r in phase], set()
         while stack:
             v = stack.pop()
             if v in seen:

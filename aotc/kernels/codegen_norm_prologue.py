@@ -1,10 +1,13 @@
 """A GEMM's norm prologue: LayerNorm/RMSNorm statistics of the block's rows, then normalized loads.
 
 When fusion puts a row norm into a GEMM's lhs prologue (regions.norm_prologue),
-the GEMM kernel starts with a pre-pass: one warp per row of its 64-row tile
+the GEMM kernel starts with a pre-pass: one warp per row of its block tile
 runs the norm's reductions as phases over the row (as the row kernel does, the
 row re-read from L2 each phase) and leaves the per-row values that the
-normalized element needs (mean and 1/std for LayerNorm) in shared memory. The
+normalized element needs (mean and 1/std for LayerNorm) in shared memory.
+LayerNorm's two phases (the sum of x, then the sum of (x - mean)^2) become one
+(`one_pass_pair`): Welford's update per lane and Chan's formula across the
+warp give both from a single read of the row (templates/norm_welford.part). The
 operand loads then compute the normalized element from x and those values, so
 the normalized tensor is never written. Every GEMM template runs `row_stats`
 after its tile origin (m0, n0) is set and before its first fetch; the pre-pass
@@ -46,7 +49,13 @@ def norm_row_stats(b, mshape, kshape, M: int, K: int, tile_m: int = TILE_M):
     em_row: Emitter = b.emitter(indent=3)
     kept = unravel(em_row, "am", mshape, "nr_")
     phases, overrides = [], {}
+    pair = one_pass_pair(b.members, reduces, b.graph.constants)
+    if pair is not None:
+        phases.append(_one_pass_phase(b, pair, kept, kshape, K))
+        overrides = {pair[0].outputs[0]: "nred0", pair[1].outputs[0]: "nred1"}
     for j, red in enumerate(reduces):
+        if pair is not None:
+            break
         kind = red.attrs["kind"]
         em: Emitter = b.emitter(indent=5, overrides=dict(overrides))
         idx = kept + unravel(em, "c", kshape, f"nc{j}_")
@@ -63,6 +72,74 @@ def norm_row_stats(b, mshape, kshape, M: int, K: int, tile_m: int = TILE_M):
         nstats=len(frontier), tile_m=tile_m, idx_t=b.idx_t, m=M, row_index=em_row.text(),
         phases="\n".join(phases), stats=em.text()), indent=2)
     return code, {v: f"aotc_rs[{i}][am - m0]" for i, v in enumerate(frontier)}
+
+
+def one_pass_pair(members, reduces, constants=None):
+    """(sum reduce, squared-deviation reduce, x, center) when the norm's reductions are LayerNorm's two
+    phases: sum(x) and sum(d * d) (or sum(d ** 2)) with d = x - center, where center is computed from
+    the first sum alone (the mean, broadcast back over the row); else None."""
+    if len(reduces) != 2:
+        return None
+    r0, r1 = reduces
+    if {r0.attrs["kind"], r1.attrs["kind"]} != {"sum"} or tuple(r0.attrs["axes"]) != tuple(r1.attrs["axes"]):
+        return None
+    produced = {v: n for n in members for v in n.outputs}
+    sq = produced.get(r1.inputs[0])
+    if sq is None or not (sq.op == "mul" and sq.inputs[0] is sq.inputs[1] or
+                          sq.op == "pow" and _is_two(sq.inputs[1], produced, constants or {})):
+        return None
+    sub = produced.get(sq.inputs[0])
+    x = r0.inputs[0]
+    if sub is None or sub.op != "sub" or sub.inputs[0] is not x:
+        return None
+    center = sub.inputs[1]
+    return (r0, r1, x, center) if _from_sum_alone(center, r0.outputs[0], produced, x.type.size) else None
+
+
+def _from_sum_alone(center, total, produced, full: int) -> bool:
+    """`center` is computed from `total` (and constants), broadcast back: no other full-size value on the way."""
+    seen, stack, reached = set(), [center], False
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v is total:
+            reached = True
+            continue
+        node = produced.get(v)
+        if node is None:
+            if v.type.size > 1:       # a tensor input: not a function of the sum alone
+                return False
+            continue
+        if v is not center and v.type.size >= full:
+            return False
+        stack += list(node.inputs)
+    return reached
+
+
+def _is_two(v, produced, constants) -> bool:
+    """`v` is the constant 2 (maybe broadcast)."""
+    node = produced.get(v)
+    while node is not None and node.op == "broadcast_in_dim":
+        v = node.inputs[0]
+        node = produced.get(v)
+    c = constants.get(v)
+    return c is not None and c.size == 1 and float(c.reshape(-1)[0]) == 2.0
+
+
+def _one_pass_phase(b, pair, kept, kshape, K) -> str:
+    """norm_welford.part for `pair` (one_pass_pair): nred0 = sum(x), nred1 = sum((x - center)^2)."""
+    r0, _, x, center = pair
+    em: Emitter = b.emitter(indent=5)
+    value = em.value(x, kept + unravel(em, "c", kshape, "nw_"))
+    em_s: Emitter = b.emitter(indent=5)
+    shift = em_s.value(x, kept + ["0"] * len(kshape))          # the row's first element
+    em_c: Emitter = b.emitter(indent=5, overrides={r0.outputs[0]: "nred0"})
+    mean = em_c.value(center, kept + ["0"] * len(kshape))
+    return instantiate("norm_welford.part", dict(
+        sum="nred0", sq="nred1", idx_t=b.idx_t, extent=K, load=em.text(), value=value, shift_load=em_s.text(),
+        shift=shift, center_load=em_c.text(), center=mean), indent=6)
 
 
 def _identity(kind: str) -> str:

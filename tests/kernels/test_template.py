@@ -150,7 +150,7 @@ def _small_graphs():
               gated_mlp(5, 33, 48)[0], gated_mlp(3, 40, 17, "f16")[0],
               _gemm(3, 50, 4096), _gemm(50, 70, 1000, "f16"), _gemm(50, 70, 1000, "f32", "tf32"),
               _conv_graph(rng, (1, 9, 11, 3), (8, 3, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1)[0],
-              _inverted_residual(rng, (1, 9, 11, 24), 144, 24, 1)[0]]
+              _inverted_residual(rng, (1, 3, 3, 64), 384, 64, 1)[0]]
     b = GraphBuilder()                                   # reductions, rows, a window, a direct conv
     x = b.input("x", (3, 50, 783))
     s = b.add("reduce", b.add("exp", x), kind="sum", axes=(2,))              # 783: a block per row
