@@ -106,7 +106,8 @@ def test_reductions_accumulate_wide_from_their_identity(kind, dt, acc, start):
 
 
 def test_contiguous_dim_and_plain_operands_see_through_the_regions_transposes():
-    from aotc.kernels.builder import contiguous_dim, plain_operand, simt_b_mapping
+    from aotc.kernels.builder import contiguous_dim, plain_operand, simt_tile_slots
+    from aotc.kernels.split_k import Tiling
     b = GraphBuilder()
     a = b.input("a", (8, 5, 6))                          # (b, m, k)
     wt = b.input("wt", (8, 7, 6))                        # stored (b, n, k), read transposed as (b, k, n)
@@ -119,5 +120,8 @@ def test_contiguous_dim_and_plain_operands_see_through_the_regions_transposes():
     assert contiguous_dim(kb, lhs) == 2 and plain_operand(kb, lhs)
     assert rhs is w                                       # the transpose is index math in the region
     assert contiguous_dim(kb, rhs) == 1 and not plain_operand(kb, rhs)
-    assert simt_b_mapping(True)["b_kk"] == "(threadIdx.x & 15)"
-    assert simt_b_mapping(False)["b_nn"] == "(threadIdx.x & 63)"
+    assert simt_tile_slots(Tiling(64, 64), True, dtypes.f32)["b_kk"] == "(threadIdx.x & 15)"
+    assert simt_tile_slots(Tiling(64, 64), False, dtypes.f32)["b_nn"] == "(threadIdx.x & 63)"
+    narrow = simt_tile_slots(Tiling(32, 32), False, dtypes.f32)     # 64 threads: 2 k rows of 32 n a pass
+    assert narrow["b_nn"] == "(threadIdx.x & 31)" and narrow["b_kk"] == "((threadIdx.x >> 5) + 2 * l)"
+    assert narrow["b_loads"] == 8 and narrow["threads"] == 64
