@@ -51,7 +51,7 @@ def underfilled(plan) -> tuple[int, int]:
     """(GEMM/conv launches with fewer blocks than half the H200's SMs, all GEMM/conv launches).
 
     Such a launch leaves most of the chip idle (batch-1 CNN tails, seq-128 transformer
-    projections); split-K (aotc/kernels/split_k.py) exists to fill it.
+    projections); smaller block tiles, then split-K (aotc/kernels/split_k.py), exist to fill it.
     """
     heavy = [l for l in plan.launches if l.kernel.startswith(("aotc_dot", "aotc_conv", "aotc_depthwise"))]
     few = [l for l in heavy if 2 * l.grid[0] * l.grid[1] * l.grid[2] < H200_SMS]
