@@ -32,8 +32,8 @@ Measured (bench/fusion_report.py --fast, fp32 batch 1: modelled bytes over the
 plan's floor, and GEMM/conv launches under half a wave): 64x64 tiles split to
 half a wave gave ResNet-50 1.472 (1/54), BERT-base 1.122 (0/48), GPT-2 1.120
 (0/49); these tiles give 1.009 (0/54), 1.000 (0/48) and 1.030 (0/49), ResNet-50
-keeping 6 split launches (its 49-pixel stage-4 convs: 64 blocks of 16x32, two
-splits each).
+keeping 6 split launches (five 49-pixel stage-4 convs, 64 blocks of 16x32 split
+two ways, and the classifier, 32 blocks split three ways).
 """
 from __future__ import annotations
 
