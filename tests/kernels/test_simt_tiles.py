@@ -8,7 +8,8 @@ import pytest
 
 from aotc.ir.graph import GraphBuilder
 from aotc.ir.interpreter import interpret
-from aotc.kernels import split_k
+from aotc.kernels import codegen, split_k
+from aotc.kernels.nvrtc_compile import compile_device
 from tests.helpers.host_run import run_on_host
 from tests.helpers.norms import layer_norm, matmul
 from tests.helpers.rng import fresh_rng, random_array
@@ -57,7 +58,8 @@ def test_batched_gemm_with_bias_relu_epilogue(only_tile, tile, transpose_b):
     graph = b.build([b.add("max", y, zero)])
     ins = [random_array(rng, (3, m, k)), random_array(rng, (3, n, k) if transpose_b else (3, k, n)),
            random_array(rng, (n,))]
-    _check(graph, ins, seed, tile, splits=False)
+    (dot,) = _check(graph, ins, seed, tile, splits=False)
+    assert compile_device(codegen.module_source([dot]), "sm_90")[:4] == b"\x7fELF"      # the GPU build too
 
 
 @pytest.mark.parametrize("tile", TILES)
