@@ -48,22 +48,12 @@ def norm_row_stats(b, mshape, kshape, M: int, K: int, tile_m: int = TILE_M):
     frontier = _frontier(b.members, shape)
     em_row: Emitter = b.emitter(indent=3)
     kept = unravel(em_row, "am", mshape, "nr_")
-    phases, overrides = [], {}
     pair = one_pass_pair(b.members, reduces, b.graph.constants)
     if pair is not None:
-        phases.append(_one_pass_phase(b, pair, kept, kshape, K))
+        phases = [_one_pass_phase(b, pair, kept, kshape, K)]
         overrides = {pair[0].outputs[0]: "nred0", pair[1].outputs[0]: "nred1"}
-    for j, red in enumerate(reduces):
-        if pair is not None:
-            break
-        kind = red.attrs["kind"]
-        em: Emitter = b.emitter(indent=5, overrides=dict(overrides))
-        idx = kept + unravel(em, "c", kshape, f"nc{j}_")
-        value = em.value(red.inputs[0], idx)
-        phases.append(instantiate("reduce_phase.part", dict(
-            red=f"nred{j}", init=_identity(kind), idx_t=b.idx_t, first="threadIdx.x & 31", extent=K, step=32,
-            load=em.text(), kind=kind, value=value, combine=f"aotc_warp_{kind}(acc)"), indent=6))
-        overrides[red.outputs[0]] = f"nred{j}"
+    else:
+        phases, overrides = _reduce_phases(b, reduces, kept, kshape, K)
     em: Emitter = b.emitter(indent=3, overrides=overrides)
     for i, v in enumerate(frontier):
         val = em.value(v, kept + ["0"] * (v.type.rank - len(kept)))
@@ -72,6 +62,21 @@ def norm_row_stats(b, mshape, kshape, M: int, K: int, tile_m: int = TILE_M):
         nstats=len(frontier), tile_m=tile_m, idx_t=b.idx_t, m=M, row_index=em_row.text(),
         phases="\n".join(phases), stats=em.text()), indent=2)
     return code, {v: f"aotc_rs[{i}][am - m0]" for i, v in enumerate(frontier)}
+
+
+def _reduce_phases(b, reduces, kept, kshape, K):
+    """(one reduce_phase.part per reduction, each a read of the row; overrides naming their results)."""
+    phases, overrides = [], {}
+    for j, red in enumerate(reduces):
+        kind = red.attrs["kind"]
+        em: Emitter = b.emitter(indent=5, overrides=dict(overrides))
+        idx = kept + unravel(em, "c", kshape, f"nc{j}_")
+        value = em.value(red.inputs[0], idx)
+        phases.append(instantiate("reduce_phase.part", dict(
+            red=f"nred{j}", init=_identity(kind), idx_t=b.idx_t, first="threadIdx.x & 31", extent=K, step=32,
+            load=em.text(), kind=kind, value=value, combine=f"aotc_warp_{kind}(acc)"), indent=6))
+        overrides[red.outputs[0]] = f"nred{j}"
+    return phases, overrides
 
 
 def one_pass_pair(members, reduces, constants=None):
