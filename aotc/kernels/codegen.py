@@ -19,6 +19,7 @@ from aotc.kernels import codegen_conv as cc
 from aotc.kernels.builder import (MAX_GRID, Kernel, KernelBuilder, acc_type, dot_epilogue, dot_operand_load,
                                   contiguous_dim, multiply_add, reduce_identity, simt_b_mapping, unravel)
 from aotc.kernels.codegen_attention import generate_attention
+from aotc.kernels.codegen_attention_int8 import generate_attention_int8
 from aotc.kernels.codegen_chain import generate_chain
 from aotc.kernels.codegen_dot_mma import generate_dot_mma
 from aotc.kernels.codegen_conv8 import generate_conv8
@@ -61,8 +62,13 @@ def generate(graph: Graph, region: Region, producer=None, split_k: bool = True) 
     producer = producer if producer is not None else graph.producers()
     b = KernelBuilder(graph, region, producer, split_k)
     gen = {"loop": _loop, "reduction": _reduction, "dot": _dot, "conv": _conv, "window": _window,
-           "row": _row, "attention": generate_attention, "chain": generate_chain}
+           "row": _row, "attention": _attention, "chain": generate_chain}
     return gen[region.kind](b)
+
+
+def _attention(b: KernelBuilder) -> Kernel:
+    quantized = b.region.payload.match.quantized
+    return generate_attention_int8(b) if quantized else generate_attention(b)
 
 
 def _loop(b: KernelBuilder) -> Kernel:

@@ -5,7 +5,8 @@ quantization). Distance is max|d| / max|ref| (tests/helpers/quantized.py).
 aotc's integer sums are exact where onnxruntime sums dequantized floats, so a
 requantize whose value lies within f32 rounding of a .5 tie may land one
 quantum apart; every int8 tensor is compared (expose_quantized) and must
-equal the interpreter's bit for bit and onnxruntime's but for such ties.
+equal the interpreter's bit for bit and onnxruntime's but for such ties. Those inside an
+attention stay internal (one int8 attention kernel computes them without writing them).
 """
 import numpy as np
 import pytest
@@ -21,7 +22,8 @@ from tests.helpers.rng import fresh_rng
 
 pytest.importorskip("onnxruntime")
 
-INT8_KERNELS = ("aotc_dot_mma8_", "aotc_conv_int_")
+INT8_KERNELS = ("aotc_dot_mma8_", "aotc_conv_int_", "aotc_attention_int8_")
+ATTENTION = "aotc_attention_int8_"          # one kernel for both dots of an attention
 
 
 def _compile_and_run(model, feeds, path):
@@ -36,7 +38,7 @@ def _compile_and_run(model, feeds, path):
 def test_quantized_model_runs_int8_and_matches_onnxruntime(builder, symmetric, tmp_path):
     rng, seed = fresh_rng()
     model, inputs = getattr(small, builder)(**({"batch": 1, "size": 16} if builder == "cnn" else {}))
-    qdq = expose_quantized(ort_qdq(model, inputs, rng, symmetric=symmetric))
+    qdq = expose_quantized(ort_qdq(model, inputs, rng, symmetric=symmetric), keep_attention=True)
     feeds = draw_feeds(inputs, rng)
     result, got = _compile_and_run(qdq, feeds, tmp_path / "q.engine")
 
@@ -44,7 +46,10 @@ def test_quantized_model_runs_int8_and_matches_onnxruntime(builder, symmetric, t
     assert anchors and all(n.attrs.get("out_dtype") == "i32" for n in anchors), seed
     info = describe_engine((tmp_path / "q.engine").read_bytes())
     int8 = [k for k in info["kernels"] if k["name"].startswith(INT8_KERNELS)]
-    assert len(int8) >= len(anchors), [k["name"] for k in info["kernels"]]     # fusion may recompute one
+    dots = sum(2 if k["name"].startswith(ATTENTION) else 1 for k in int8)
+    assert dots >= len(anchors), [k["name"] for k in info["kernels"]]     # fusion may recompute one
+    attentions = {"cnn": 0, "bert_encoder": 2}[builder]          # the BERT has two layers
+    assert sum(k["name"].startswith(ATTENTION) for k in info["kernels"]) == attentions
     if any("math" in k for k in info["kernels"]):        # `aotc inspect` names each kernel's math
         assert [k for k in info["kernels"] if k.get("math") == "int8"] == int8
 

@@ -23,3 +23,38 @@ def test_a_head_too_large_for_the_kernel_is_still_attention():
     assert "attention" not in kinds and kinds.count("dot") == 2
     (fits,) = find_attention(attention_graph(1, 2, 8, 8, MAX_HEAD_DIM, 8), attention_fits).values()
     assert attention_fits(fits)
+
+
+def test_an_integer_attention_matches_with_its_quantized_probabilities():
+    from tests.kernels.test_codegen_attention_int8 import int8_attention_graph
+    graph, _, _ = int8_attention_graph(2, 3, 5, 7, 16, 24)
+    (match,) = find_attention(graph).values()
+    assert match.quantized and match.p_row_sum is None
+    assert graph.producers()[match.probs].op == "div"                       # P, before QuantizeLinear
+    pq = match.pv.inputs[0]
+    assert pq.dtype.name == "i8" and graph.producers()[pq] in match.nodes    # q(P) is computed in the kernel
+
+
+def test_float_attention_is_not_quantized():
+    (match,) = find_attention(attention_graph(2, 3, 5, 7, 16, 24)).values()
+    assert not match.quantized and match.probs is None
+
+
+def test_zero_point_row_sums_of_the_probabilities_join_the_match():
+    from tests.kernels.test_codegen_attention_int8 import int8_attention_graph
+    graph, _, _ = int8_attention_graph(1, 2, 8, 9, 16, 16, zero_points=True)
+    (match,) = find_attention(graph).values()
+    reduce = graph.producers()[match.p_row_sum]
+    assert reduce.op == "reduce" and reduce in match.nodes
+    assert graph.producers()[reduce.inputs[0]].inputs[0] is match.pv.inputs[0]
+
+
+def test_an_integer_attention_with_a_large_head_says_why():
+    from aotc.fusion.rules.attention import attention_refusal
+    from aotc.patterns.attention import refusals
+    from tests.kernels.test_codegen_attention_int8 import int8_attention_graph
+    graph, _, _ = int8_attention_graph(1, 2, 8, 8, MAX_HEAD_DIM + 8, 8)
+    (match,) = find_attention(graph).values()
+    why = f"int8 attention not fused: head dims {MAX_HEAD_DIM + 8}/8 exceed {MAX_HEAD_DIM}"
+    assert attention_refusal(match) == why and refusals(graph, attention_refusal) == {match.pv: why}
+    assert "attention" not in [r.kind for r in partition(graph)]

@@ -1,0 +1,58 @@
+"""Integer attention regions -> one kernel (templates/attention_int8.cu).
+
+A Q/DQ model's attention (aotc/patterns/attention.py, `match.quantized`) is
+S = Q·K (i8/u8, i32 sums), a float score chain on S, a softmax, the graph's
+QuantizeLinear of the probabilities, O = q(P)·V (i32 sums) and the epilogue.
+The kernel evaluates each piece with the region's emitter, so every float op
+is the graph's own: the score chain per (query, key) with the integer dot
+product as an override; the probability chain per (query, key) from the
+score, the row max and the row sum (overriding the softmax's broadcasts); the
+epilogue per output element with the i32 sum (and, where P has a zero point,
+the row sum of q(P) its correction reads) as overrides. Loads of Q, K
+and V run the same prologue index math as the float flash-attention kernel.
+"""
+from __future__ import annotations
+
+import math
+
+from aotc.ir import dims as D
+from aotc.kernels.builder import MAX_GRID, Kernel, KernelBuilder, unravel
+from aotc.kernels.codegen_attention import operand_load
+
+
+def _softmax_broadcasts(m, producer):
+    """(max broadcast, sum broadcast): the values P = exp(x - bmax) / bsum reads per row."""
+    div = producer[m.probs]
+    exp_val, bsum = div.inputs
+    bmax = producer[producer[exp_val].inputs[0]].inputs[1]
+    return bmax, bsum
+
+
+def generate_attention_int8(b: KernelBuilder) -> Kernel:
+    m = b.region.payload.match
+    qk, pv = m.qk, m.pv
+    q, k = qk.inputs
+    p_q, v = pv.inputs
+    out = pv.outputs[0]
+    nbatch = math.prod(m.batch_shape)
+    em_b = b.emitter(indent=2)
+    batch_idx = unravel(em_b, "bh", m.batch_shape, "z") if m.batch_shape else []
+    load_q = operand_load(b, q, qk, "lhs", batch_idx, "i", "d", 4, "q")
+    load_k = operand_load(b, k, qk, "rhs", batch_idx, "j", "d", 6, "kv")
+    load_v = operand_load(b, v, pv, "rhs", batch_idx, "d", "j", 7, "vv")
+    at = list(batch_idx) + ["i", "j"]
+    em_s = b.emitter(indent=5, overrides={qk.outputs[0]: "qk"})
+    em_s.emit(f"s = {em_s.value(m.scores, at)};")
+    bmax, bsum = _softmax_broadcasts(m, b.producer)
+    em_p = b.emitter(indent=5, overrides={m.scores: "s", bmax: "m", bsum: "l"})
+    em_p.emit(f"pq = (int){em_p.value(p_q, at)};")
+    finals = {out: "accv"}
+    if m.p_row_sum is not None:          # P's zero point: the epilogue subtracts z_p * colsum(V) per row
+        finals[m.p_row_sum] = "psum"
+    em_e = b.emitter(indent=6, overrides=finals)
+    b.store_root(em_e, b.root_index(em_e, list(batch_idx) + ["i", "d"]))
+    slots = dict(batch_index=em_b.text(), load_q=load_q, load_k=load_k, load_v=load_v, score=em_s.text(),
+                 probability=em_p.text(), epilogue=em_e.text(), nbatch=nbatch, sq=m.sq, sk=m.sk, dh=m.dh,
+                 dv=m.dv, dv_per_lane=D.ceildiv(m.dv, 32))
+    tiles = nbatch * D.ceildiv(m.sq, 8)
+    return b.finish("attention_int8", slots, (D.dmax(1, D.dmin(tiles, MAX_GRID)), 1, 1), (256, 1, 1))
