@@ -146,7 +146,7 @@ def _match_one(pv: Node, producer, users, outputs) -> AttentionMatch | str | Non
         return None
     quant: set[Node] = set()
     div = producer.get(p_val)
-    if _integer_dot(pv) and div is not None and div.op == "convert":
+    if pv.attrs.get("out_dtype") is not None and div is not None and div.op == "convert":   # an 8-bit P·V
         def softmax_div(n):
             return n.op == "div" and _prefix_broadcast(producer.get(n.inputs[1]), nb + 1)
         chain, divs = _elementwise_chain(p_val, producer, p_val.shape, softmax_div)
@@ -195,8 +195,10 @@ def _match_one(pv: Node, producer, users, outputs) -> AttentionMatch | str | Non
     chain = _depending(chain, qk, producer)
     if x_val is not qk.outputs[0] and producer.get(x_val) not in chain:
         return None
-    if quant and not _integer_dot(qk):
-        return "int8 attention not fused: Q·K is not an i8/u8 dot with i32 sums"
+    if quant and not (_integer_dot(qk) and _integer_dot(pv)):
+        if any(v.dtype.is_float8 for v in list(qk.inputs) + list(pv.inputs)):
+            return "fp8 attention not fused: the attention kernel takes i8/u8 Q, K, V and P; fp8 runs in the fp8 GEMMs"
+        return "int8 attention not fused: Q·K and P·V are not both i8/u8 dots with i32 sums"
     row_sum = _row_sum(p_val, pv, users, nb) if quant else []
     if row_sum is None:
         return ("int8 attention not fused: the quantized probabilities are read outside P·V "

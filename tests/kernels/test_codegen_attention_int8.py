@@ -16,6 +16,7 @@ from aotc.fusion.regions import explain, partition
 from aotc.ir.graph import GraphBuilder
 from aotc.ir.interpreter import interpret
 from aotc.kernels import codegen
+from aotc.kernels.kernel_math import kernel_math
 from aotc.kernels.nvrtc_compile import compile_device
 from tests.helpers.rng import fresh_rng
 from tests.kernels.test_codegen import _softmax, check
@@ -104,7 +105,8 @@ def test_int8_attention_is_one_kernel_and_matches_bit_for_bit(b, h, sq, sk, dh, 
     kinds = [r.kind for r in partition(graph)]
     assert kinds.count("attention") == 1 and "dot" not in kinds, kinds     # colsum(V): a reduction of its own
     kernels = check(graph, _inputs(rng, shapes, mask), seed)
-    assert any(k.name.startswith("aotc_attention_int8_") for k in kernels)
+    (attention,) = [k for k in kernels if k.region.kind == "attention"]
+    assert attention.name.startswith("aotc_attention_int8_") and kernel_math(attention) == "int8"
 
 
 def test_the_quantized_probabilities_are_spread():
