@@ -199,7 +199,8 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
     restricted = {m: heavy and match is None and m is anchor for m in members}
     if match is not None and match.quantized:
         # the int8 kernel loads 8-bit Q, K, V: the projections' requantize stays their GEMMs' epilogue
-        restricted.update({match.qk: True, match.pv: True})
+        operands = {*match.qk.inputs, match.pv.inputs[1]}
+        restricted.update({n: True for n in match.nodes if n in (match.qk, match.pv) or operands & set(n.inputs)})
     once = heavy and match is None and lhs_prologue_pays(anchor, users, producer, outputs)
     pre_reasons = list(reasons)
     depthwise = None

@@ -7,8 +7,10 @@ The kernel evaluates each piece with the region's emitter, so every float op
 is the graph's own: the score chain per (query, key) with the integer dot
 product as an override; the probability chain per (query, key) from the
 score, the row max and the row sum (overriding the softmax's broadcasts); the
-epilogue per output element with the i32 sum (and, where P has a zero point,
-the row sum of q(P) its correction reads) as overrides. Loads of Q, K
+epilogue per output element with the i32 sum as an override. Zero points add
+sums to both (acc - z_k * sum_d Q - z_q * sum_d K + ..., P's and V's alike):
+the kernel sums each staged operand tile, and the matched reductions (the
+match's `operand_sums`, `p_row_sum`) read those sums instead of memory. Loads of Q, K
 and V run the same prologue index math as the float flash-attention kernel.
 """
 from __future__ import annotations
@@ -41,12 +43,13 @@ def generate_attention_int8(b: KernelBuilder) -> Kernel:
     load_k = operand_load(b, k, qk, "rhs", batch_idx, "j", "d", 6, "kv")
     load_v = operand_load(b, v, pv, "rhs", batch_idx, "d", "j", 7, "vv")
     at = list(batch_idx) + ["i", "j"]
-    em_s = b.emitter(indent=5, overrides={qk.outputs[0]: "qk"})
+    sums = {v: {"q": "qsum", "k": "ksum", "v": "vsum[t]"}[tag] for v, tag in m.operand_sums.items()}
+    em_s = b.emitter(indent=5, overrides={qk.outputs[0]: "qk", **sums})
     em_s.emit(f"s = {em_s.value(m.scores, at)};")
     bmax, bsum = _softmax_broadcasts(m, b.producer)
     em_p = b.emitter(indent=5, overrides={m.scores: "s", bmax: "m", bsum: "l"})
     em_p.emit(f"pq = (int){em_p.value(p_q, at)};")
-    finals = {out: "accv"}
+    finals = {out: "accv", **sums}
     if m.p_row_sum is not None:          # P's zero point: the epilogue subtracts z_p * colsum(V) per row
         finals[m.p_row_sum] = "psum"
     em_e = b.emitter(indent=6, overrides=finals)

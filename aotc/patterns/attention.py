@@ -47,6 +47,7 @@ class AttentionMatch:
     dv: int = 0
     probs: Value | None = None    # P, the softmax result, when P·V reads it quantized (an integer attention)
     p_row_sum: Value | None = None    # sum_j q(P) (i32), when P's zero point corrects P·V's epilogue
+    operand_sums: dict = field(default_factory=dict)   # zero-point sums of Q, K, V: reduce result -> "q"/"k"/"v"
 
     @property
     def quantized(self) -> bool:
@@ -135,6 +136,51 @@ def _row_sum(p_val: Value, pv: Node, users, nb: int) -> list[Node] | None:
     return [cv, red[0]]
 
 
+def _sum_over_contracted(r: Node, x: Value, dot: Node, side: str, free_at: int, target, producer, users) -> bool:
+    """Whether reduce `r` sums operand `x` (side `side` of `dot`) over its contracted dim, through converts
+    to i32 and transposes, and every user broadcasts the sums per (batch..., free dim) into a `target`-shaped
+    tensor whose batch dims lead and whose free dim is at `free_at`: a zero-point correction term."""
+    if r.attrs["kind"] != "sum" or len(r.attrs["axes"]) != 1:
+        return False
+    v, perm = r.inputs[0], list(range(r.inputs[0].type.rank))     # perm[k]: the dim of v that r's input dim k is
+    n = producer.get(v)
+    while n is not None and n.op in ("transpose", "convert") and v is not x:
+        if n.op == "transpose":
+            perm = [n.attrs["permutation"][p] for p in perm]
+        elif n.outputs[0].dtype.name != "i32":
+            return False
+        v = n.inputs[0]
+        n = producer.get(v)
+    (a,) = r.attrs["axes"]
+    if v is not x or perm[a] != dot.attrs[f"{side}_contract"][0]:
+        return False
+    batch = list(dot.attrs[f"{side}_batch"])
+    want = [batch.index(d) if d in batch else free_at for k, d in enumerate(perm) if k != a]
+    return all(u.op == "broadcast_in_dim" and u.outputs[0].shape == target
+               and list(u.attrs["broadcast_dimensions"]) == want for u in users.get(r.outputs[0], []))
+
+
+def _operand_sums(qk: Node, pv: Node, nb: int, producer, users, outputs) -> tuple[dict, set[Node]]:
+    """(reduce result -> "q"/"k"/"v", the nodes computing them): the sums over the contracted dim that
+    zero points on Q, K and V add to the score chain and the epilogue. The kernel has each operand
+    tile staged and sums it there; a sum whose operand casts are used elsewhere stays an input."""
+    found, nodes = {}, set()
+    x_shape, o_shape = qk.outputs[0].shape, pv.outputs[0].shape
+    for tag, x, dot, side, free_at, target in (("q", qk.inputs[0], qk, "lhs", nb, x_shape),
+                                               ("k", qk.inputs[1], qk, "rhs", nb + 1, x_shape),
+                                               ("v", pv.inputs[1], pv, "rhs", nb + 1, o_shape)):
+        for first in users.get(x, []):
+            path, n = [], first
+            while n.op in ("convert", "transpose") and len(users.get(n.outputs[0], [])) == 1 \
+                    and n.outputs[0] not in outputs:
+                path.append(n)
+                n = users[n.outputs[0]][0]
+            if path and n.op == "reduce" and n.outputs[0] not in outputs and _sum_over_contracted(n, x, dot, side, free_at, target, producer, users):
+                found[n.outputs[0]] = tag
+                nodes |= set(path) | {n}
+    return found, nodes
+
+
 def _match_one(pv: Node, producer, users, outputs) -> AttentionMatch | str | None:
     """The match at P·V dot `pv`; None where `pv` is no attention; a reason where it is an integer
     attention (both dots i8/u8) that one kernel cannot take."""
@@ -203,8 +249,11 @@ def _match_one(pv: Node, producer, users, outputs) -> AttentionMatch | str | Non
     if row_sum is None:
         return ("int8 attention not fused: the quantized probabilities are read outside P·V "
                 "(beyond the row sums of a zero-point correction)")
-    nodes = chain | quant | {qk, mx, bm, sub, exp, ssum, bs, div, pv} | set(converts) | set(row_sum)
-    for n in nodes - {pv} - set(row_sum[1:]):       # the row sums feed P·V's epilogue (broadcast per row)
+    sums, sum_nodes = _operand_sums(qk, pv, nb, producer, users, outputs) if quant else ({}, set())
+    nodes = chain | quant | {qk, mx, bm, sub, exp, ssum, bs, div, pv} | set(converts) | set(row_sum) | sum_nodes
+    # the sums feed the score chain and P·V's epilogue through per-row/column broadcasts
+    exempt = {pv} | set(row_sum[1:]) | {producer[v] for v in sums}
+    for n in nodes - exempt:
         for v in n.outputs:
             if v in outputs or any(u not in nodes for u in users.get(v, [])):
                 if not quant:
@@ -219,7 +268,7 @@ def _match_one(pv: Node, producer, users, outputs) -> AttentionMatch | str | Non
     if not q.dtype.is_float and not quant:
         return None
     return AttentionMatch(qk, pv, x_val, nodes, batch_shape, sq, sk, dh, dv, div.outputs[0] if quant else None,
-                          row_sum[1].outputs[0] if row_sum else None)
+                          row_sum[1].outputs[0] if row_sum else None, sums)
 
 
 def _matches(graph: Graph):

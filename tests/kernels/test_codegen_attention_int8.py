@@ -3,9 +3,9 @@
 Graphs are built in IR as the Q/DQ passes leave a quantized attention: i8/u8 Q, K, V; Q·K with
 out_dtype='i32'; a float score chain (dequantize, 1/sqrt(d), an additive mask from a (B, S_k)
 input); softmax; QuantizeLinear of the probabilities (scale 1/255 or 1/127, round half even,
-zero point, clamp, convert); P·V with i32 sums; a dequantize/requantize epilogue (with zero points
-on P and V, the correction terms that read colsum(V) and the row sums of q(P)) and the heads'
-transpose back. The i8 output must equal the interpreter's bit for bit. Query and key counts
+zero point, clamp, convert); P·V with i32 sums; a dequantize/requantize epilogue and the heads'
+transpose back. With zero points on Q, K, P and V the score chain and the epilogue read the
+correction sums (sum_d Q, sum_d K, sum_j V, sum_j q(P)) as the quantize pass writes them. The i8 output must equal the interpreter's bit for bit. Query and key counts
 break the 8-row and 32-key tiles, batch x heads > 1, head dims are not multiples of 32; inputs
 are fresh random draws and outputs poisoned (run_on_host).
 """
@@ -49,6 +49,21 @@ def _zero_point_terms(g, y, pq, v, zp, zv):
     return g.add("add", y, _scalar(g, pq.shape[3] * zp * zv, shape))
 
 
+def _qk_zero_point_terms(g, x, q, k, zq, zk):
+    """x - zk * sum_d Q[i] - zq * sum_d K[j] + D * zq * zk, the sums read per row and per key through
+    transposes, as the quantize pass writes them."""
+    shape, dh = x.shape, q.shape[3]
+    qt = g.add("transpose", g.add("convert", q, dtype="i32"), permutation=(0, 2, 1, 3))
+    qsum = g.add("reduce", qt, kind="sum", axes=(3,))                                          # (B, H, S_q)
+    kt = g.add("transpose", g.add("convert", k, dtype="i32"), permutation=(0, 2, 3, 1))       # (B, H, D, S_k)
+    ksum = g.add("reduce", kt, kind="sum", axes=(2,))                                           # (B, H, S_k)
+    qrow = g.add("convert", g.add("broadcast_in_dim", qsum, shape=shape, broadcast_dimensions=(0, 1, 2)), dtype="f32")
+    kcol = g.add("convert", g.add("broadcast_in_dim", ksum, shape=shape, broadcast_dimensions=(0, 1, 3)), dtype="f32")
+    x = g.add("sub", x, g.add("mul", qrow, _scalar(g, zk, shape)))
+    x = g.add("sub", x, g.add("mul", kcol, _scalar(g, zq, shape)))
+    return g.add("add", x, _scalar(g, dh * zq * zk, shape))
+
+
 def int8_attention_graph(b, h, sq, sk, dh, dv, *, p_dtype="i8", mask=True, p_used_elsewhere=False,
                          zero_points=False):
     g = GraphBuilder()
@@ -58,7 +73,13 @@ def int8_attention_graph(b, h, sq, sk, dh, dv, *, p_dtype="i8", mask=True, p_use
     inputs = [q, k, v]
     s = g.add("dot_general", q, k, lhs_batch=(0, 2), rhs_batch=(0, 2), lhs_contract=(3,), rhs_contract=(3,),
               out_dtype="i32")                                       # (B, H, S_q, S_k)
-    x = g.add("mul", g.add("convert", s, dtype="f32"), _scalar(g, 0.01 * 0.02 / np.sqrt(dh), s.shape))
+    x = g.add("convert", s, dtype="f32")
+    if zero_points:                                  # Q and K zero points: S - z_k sum_d Q - z_q sum_d K + ...
+        x = _qk_zero_point_terms(g, x, q, k, zq=-5, zk=2)
+    x = g.add("mul", x, _scalar(g, 0.01 * 0.02 / np.sqrt(dh), s.shape))
+    if zero_points:                                  # onnxruntime's Q/DQ of the scores: row-constant terms matter
+        x = g.add("mul", g.add("sub", g.add("convert", _quantize(g, x, 0.03, 10, "i8"), dtype="f32"),
+                               _scalar(g, 10, s.shape)), _scalar(g, 0.03, s.shape))
     if mask:
         m = g.input("mask", (b, sk), "f32")
         inputs.append(m)
@@ -103,7 +124,7 @@ def test_int8_attention_is_one_kernel_and_matches_bit_for_bit(b, h, sq, sk, dh, 
     graph, shapes, mask = int8_attention_graph(b, h, sq, sk, dh, dv, p_dtype=p_dtype, mask=mask,
                                                zero_points=zero_points)
     kinds = [r.kind for r in partition(graph)]
-    assert kinds.count("attention") == 1 and "dot" not in kinds, kinds     # colsum(V): a reduction of its own
+    assert kinds == ["attention"], kinds           # zero-point sums of Q, K, V, P too: summed in the kernel
     kernels = check(graph, _inputs(rng, shapes, mask), seed)
     (attention,) = [k for k in kernels if k.region.kind == "attention"]
     assert attention.name.startswith("aotc_attention_int8_") and kernel_math(attention) == "int8"

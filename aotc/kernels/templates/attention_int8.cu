@@ -21,19 +21,22 @@ extern "C" __global__ void __launch_bounds__(256) ${name}(${params}) {
     const ${idx_t} bh = tile / qtiles;
     const ${idx_t} i = (tile % qtiles) * 8 + warp;
 ${batch_index}
-    for (${idx_t} d = lane; d < ${dh}; d += 32) {
+    int qsum = 0;                            // zero-point terms: sum_d Q[i, d] (qsum), sum_d K[j, d]
+    for (${idx_t} d = lane; d < ${dh}; d += 32) {   // (ksum) and sum_j V[j, d] (vsum), if the graph asks
       int q = 0;
       if (i < ${sq}) {
 ${load_q}
       }
       Qs[warp][d] = q;
+      qsum += q;
     }
+    for (int off = 16; off > 0; off >>= 1) qsum += __shfl_xor_sync(0xffffffffu, qsum, off);
     __syncwarp();
     float m = -AOTC_INF, l = 0.0f;
     for (int pass = 0; pass < 2; ++pass) {
-      int acc[${dv_per_lane}], psum = 0;      // psum: the row's sum of q(P), for a zero-point correction
+      int acc[${dv_per_lane}], vsum[${dv_per_lane}], psum = 0;   // psum: the row's sum of q(P)
 #pragma unroll
-      for (int t = 0; t < ${dv_per_lane}; ++t) acc[t] = 0;
+      for (int t = 0; t < ${dv_per_lane}; ++t) acc[t] = vsum[t] = 0;
       for (${idx_t} j0 = 0; j0 < ${sk}; j0 += 32) {
         __syncthreads();                     // the previous tile is consumed
 #pragma unroll
@@ -67,9 +70,12 @@ ${load_v}
         float s = -AOTC_INF;
         const bool live = i < ${sq} && j < ${sk};
         if (live) {
-          int qk = 0;
+          int qk = 0, ksum = 0;
 #pragma unroll
-          for (int d = 0; d < ${dh}; ++d) qk += Qs[warp][d] * Ks[lane][d];
+          for (int d = 0; d < ${dh}; ++d) {
+            qk += Qs[warp][d] * Ks[lane][d];
+            ksum += Ks[lane][d];
+          }
 ${score}
         }
         if (pass == 0) {                     // online row max and sum
@@ -97,7 +103,10 @@ ${probability}
 #pragma unroll
           for (int t = 0; t < ${dv_per_lane}; ++t) {
             const int d = lane + 32 * t;
-            if (d < ${dv}) acc[t] += pj * Vs[jj][d];
+            if (d < ${dv}) {
+              acc[t] += pj * Vs[jj][d];
+              vsum[t] += Vs[jj][d];              // rows past the end were staged as 0
+            }
           }
         }
         __syncwarp();                        // Ps[warp] is rewritten by the next tile
