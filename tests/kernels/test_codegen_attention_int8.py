@@ -159,3 +159,20 @@ def test_int8_attention_kernel_compiles_for_the_gpu(arch):
     kernels = [codegen.generate(graph, r) for r in partition(graph)]
     cubin = compile_device(codegen.module_source(kernels), arch)
     assert cubin[:4] == b"\x7fELF"
+
+
+def test_int8_attention_with_dynamic_batch_and_sequence():
+    """One build run at several (batch, seq): sizes the kernel takes as arguments, tiles broken."""
+    from aotc.ir.dims import DimRange, dim_ranges, sym
+    from tests.helpers.host_run import run_on_host
+    ranges = {"batch": DimRange(1, 4), "seq": DimRange(1, 90)}
+    rng, seed = fresh_rng()
+    with dim_ranges(ranges):
+        graph, _, _ = int8_attention_graph(sym("batch"), 2, sym("seq"), sym("seq"), 16, 8)
+        graph.dims = ranges
+        assert [r.kind for r in partition(graph)] == ["attention"]
+        sets = [_inputs(rng, [(b, s, 2, 16), (b, s, 2, 16), (b, s, 2, 8), (b, s)], True)
+                for b, s in ((1, 1), (3, 33), (4, 90), (2, 7))]
+        results, _, _ = run_on_host(graph, None, shapes=sets)
+    for ins, got in zip(sets, results):
+        np.testing.assert_array_equal(got[0], interpret(graph, ins)[0], err_msg=f"seed {seed}")
