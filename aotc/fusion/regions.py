@@ -38,12 +38,12 @@ from aotc.fusion.prologues import depthwise_prologue, expand_into_depthwise, lhs
 from aotc.fusion.region import (AttentionPayload, ConvPayload, GatedPayload, Region, dependents,
                                 region_inputs)
 from aotc.fusion.rules import ANCHOR_KINDS, loads_operands_repeatedly, prologue_accepts, rule_for
-from aotc.fusion.rules.attention import attention_fits, attention_refusal
+from aotc.fusion.rules.attention import attention_refusal
 from aotc.fusion.rules.conv import staged_depthwise
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Node, Value
 from aotc.ir.walk import users_of, walk
-from aotc.patterns.attention import find_attention, refusals
+from aotc.patterns.attention import classify
 
 _FUSIBLE = (ops.ELEMENTWISE, ops.INJECTIVE, ops.SOURCE)
 _DUPLICABLE = (ops.INJECTIVE, ops.SOURCE)
@@ -89,8 +89,7 @@ def partition(graph: Graph) -> list[Region]:
     # absorbed_in[node] = ids of regions holding a copy of the node
     absorbed_in: dict[Node, set[int]] = {}
     regions: list[Region] = []
-    attention = find_attention(graph, attention_fits)
-    refused = refusals(graph, attention_refusal)       # --explain says why an attention is not one kernel
+    attention, refused = classify(graph, attention_refusal)     # --explain says why one is not one kernel
     written: set[Value] = set()          # extra roots: values a region writes beside its root
 
     def fully_absorbed(n: Node) -> bool:

@@ -43,13 +43,15 @@ def generate_attention_int8(b: KernelBuilder) -> Kernel:
     load_k = operand_load(b, k, qk, "rhs", batch_idx, "j", "d", 6, "kv")
     load_v = operand_load(b, v, pv, "rhs", batch_idx, "d", "j", 7, "vv")
     at = list(batch_idx) + ["i", "j"]
-    sums = {v: {"q": "qsum", "k": "ksum", "v": "vsum[t]"}[tag] for v, tag in m.operand_sums.items()}
-    em_s = b.emitter(indent=5, overrides={qk.outputs[0]: "qk", **sums})
+    # the kernel's sums: qsum per query row (in scope throughout), ksum per key (scores), vsum per column
+    score_sums = {v: {"q": "qsum", "k": "ksum"}[tag] for v, tag in m.operand_sums.items() if tag != "v"}
+    out_sums = {v: {"q": "qsum", "v": "vsum[t]"}[tag] for v, tag in m.operand_sums.items() if tag != "k"}
+    em_s = b.emitter(indent=5, overrides={qk.outputs[0]: "qk", **score_sums})
     em_s.emit(f"s = {em_s.value(m.scores, at)};")
     bmax, bsum = _softmax_broadcasts(m, b.producer)
     em_p = b.emitter(indent=5, overrides={m.scores: "s", bmax: "m", bsum: "l"})
     em_p.emit(f"pq = (int){em_p.value(p_q, at)};")
-    finals = {out: "accv", **sums}
+    finals = {out: "accv", **out_sums}
     if m.p_row_sum is not None:          # P's zero point: the epilogue subtracts z_p * colsum(V) per row
         finals[m.p_row_sum] = "psum"
     em_e = b.emitter(indent=6, overrides=finals)

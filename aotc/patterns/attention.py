@@ -175,7 +175,8 @@ def _operand_sums(qk: Node, pv: Node, nb: int, producer, users, outputs) -> tupl
                     and n.outputs[0] not in outputs:
                 path.append(n)
                 n = users[n.outputs[0]][0]
-            if path and n.op == "reduce" and n.outputs[0] not in outputs and _sum_over_contracted(n, x, dot, side, free_at, target, producer, users):
+            if path and n.op == "reduce" and n.outputs[0] not in outputs \
+                    and _sum_over_contracted(n, x, dot, side, free_at, target, producer, users):
                 found[n.outputs[0]] = tag
                 nodes |= set(path) | {n}
     return found, nodes
@@ -280,6 +281,19 @@ def _matches(graph: Graph):
                 yield n, m
 
 
+def classify(graph: Graph, why_not=None) -> tuple[dict[Node, AttentionMatch], dict[Node, str]]:
+    """(P·V dot -> match, for the matches `why_not(match)` accepts; P·V dot -> why its attention is not one
+    kernel: the pattern's reason (integer attentions only) or `why_not`'s, a kernel family's limits)."""
+    found, refused = {}, {}
+    for n, m in _matches(graph):
+        why = m if isinstance(m, str) else (why_not(m) if why_not is not None else "")
+        if why:
+            refused[n] = why
+        else:
+            found[n] = m
+    return found, refused
+
+
 def find_attention(graph: Graph, fits=None) -> dict[Node, AttentionMatch]:
     """Map each attention output dot (P·V) to its match; `fits(match)`, if given, keeps only the matches it
     accepts (a kernel family's limits)."""
@@ -287,11 +301,5 @@ def find_attention(graph: Graph, fits=None) -> dict[Node, AttentionMatch]:
 
 
 def refusals(graph: Graph, why_not=None) -> dict[Node, str]:
-    """P·V dot -> why its attention is not one kernel: the pattern's reason (integer attentions only), or
-    `why_not(match)`'s (a kernel family's limits; "" where it fits)."""
-    out = {}
-    for n, m in _matches(graph):
-        why = m if isinstance(m, str) else (why_not(m) if why_not is not None else "")
-        if why:
-            out[n] = why
-    return out
+    """P·V dot -> why its attention is not one kernel (see classify)."""
+    return classify(graph, why_not)[1]
