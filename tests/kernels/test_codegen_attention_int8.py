@@ -65,11 +65,11 @@ def _qk_zero_point_terms(g, x, q, k, zq, zk):
 
 
 def int8_attention_graph(b, h, sq, sk, dh, dv, *, p_dtype="i8", mask=True, p_used_elsewhere=False,
-                         zero_points=False):
+                         zero_points=False, qkv="i8"):
     g = GraphBuilder()
-    q = g.input("q", (b, sq, h, dh), "i8")          # (B, S, H, D) as the projections' requantize writes it
-    k = g.input("k", (b, sk, h, dh), "i8")
-    v = g.input("v", (b, sk, h, dv), "i8")
+    q = g.input("q", (b, sq, h, dh), qkv)           # (B, S, H, D) as the projections' requantize writes it
+    k = g.input("k", (b, sk, h, dh), qkv)
+    v = g.input("v", (b, sk, h, dv), qkv)
     inputs = [q, k, v]
     s = g.add("dot_general", q, k, lhs_batch=(0, 2), rhs_batch=(0, 2), lhs_contract=(3,), rhs_contract=(3,),
               out_dtype="i32")                                       # (B, H, S_q, S_k)
@@ -105,8 +105,9 @@ def int8_attention_graph(b, h, sq, sk, dh, dv, *, p_dtype="i8", mask=True, p_use
     return g.build(outs), [v.shape for v in inputs], mask
 
 
-def _inputs(rng, shapes, mask):
-    ins = [rng.integers(-128, 128, s).astype(np.int8) for s in shapes[:3]]
+def _inputs(rng, shapes, mask, qkv="i8"):
+    lo, hi = RANGE[qkv]
+    ins = [rng.integers(lo, hi + 1, s).astype(NP[qkv]) for s in shapes[:3]]
     if mask:
         ins.append((rng.random(shapes[3]) < 0.8).astype(np.float32))     # mostly 1 (attend), some 0 (masked)
     return ins
@@ -128,6 +129,14 @@ def test_int8_attention_is_one_kernel_and_matches_bit_for_bit(b, h, sq, sk, dh, 
     kernels = check(graph, _inputs(rng, shapes, mask), seed)
     (attention,) = [k for k in kernels if k.region.kind == "attention"]
     assert attention.name.startswith("aotc_attention_int8_") and kernel_math(attention) == "int8"
+
+
+def test_uint8_queries_keys_and_values():
+    """onnxruntime's QUInt8 activations: u8 Q, K, V (loaded as unsigned), u8 probabilities."""
+    rng, seed = fresh_rng()
+    graph, shapes, mask = int8_attention_graph(2, 2, 19, 40, 16, 24, p_dtype="u8", qkv="u8")
+    assert [r.kind for r in partition(graph)] == ["attention"]
+    check(graph, _inputs(rng, shapes, mask, "u8"), seed)
 
 
 def test_the_quantized_probabilities_are_spread():
