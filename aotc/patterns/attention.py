@@ -19,8 +19,12 @@ out): O = dot(q(P), V) where q is an elementwise chain from P (scale, round,
 clamp, convert to i8/u8). The match then holds that chain too and records P
 as `probs`; the int8 attention kernel (templates/attention_int8.cu) computes
 it per element with a two-pass softmax, since an online one cannot quantize
-normalized probabilities. `refusals` says, per integer attention that does
-not match, why (for `aotc compile --explain`).
+normalized probabilities. Zero points add sums to the chains (sum_d Q per
+row, sum_d K per key, sum_j V per column, sum_j q(P) per row: reductions the
+quantize pass writes); those whose operands are used for nothing else join
+the match (`operand_sums`, `p_row_sum`) and the kernel takes them from its
+staged tiles. `classify` also says, per attention that is not one kernel,
+why (for `aotc compile --explain`).
 
 The finder is structure only: what one kernel can take (head sizes) is the
 attention kernel family's rule (aotc.fusion.rules.attention), and a pass
