@@ -263,8 +263,9 @@ def _match_one(pv: Node, producer, users, outputs) -> AttentionMatch | str | Non
             if v in outputs or any(u not in nodes for u in users.get(v, [])):
                 if not quant:
                     return None
-                where = "is a graph output" if v in outputs else "is used outside the attention"
-                return f"int8 attention not fused: '{v.name}' {where}"
+                if v in outputs:
+                    return f"int8 attention not fused: '{outputs[v]}' is a graph output"
+                return f"int8 attention not fused: '{v.name}' is used outside the attention"
     q, k = qk.inputs
     batch_shape = tuple(x_val.shape[:nb])
     sq, sk = x_val.shape[nb], x_val.shape[nb + 1]
@@ -277,7 +278,8 @@ def _match_one(pv: Node, producer, users, outputs) -> AttentionMatch | str | Non
 
 
 def _matches(graph: Graph):
-    producer, users, outputs = graph.producers(), graph.users(), set(graph.outputs)
+    producer, users = graph.producers(), graph.users()
+    outputs = dict(zip(graph.outputs, graph.signature_output_names()))      # value -> the name users know
     for n in graph.nodes:
         if n.op == "dot_general":
             m = _match_one(n, producer, users, outputs)
