@@ -293,7 +293,7 @@ def module_source(kernels: list[Kernel]) -> str:
         parts.append('#include "aotc_async.cuh"')
     if any(k.name.startswith(("aotc_dot_mma_", "aotc_dot_tf32_")) for k in kernels):
         parts.append('#include "aotc_mma.cuh"')
-    if any(k.name.startswith("aotc_dot_mma8_") for k in kernels):
+    if any(k.name.startswith(("aotc_dot_mma8_", "aotc_attention_int8_mma_")) for k in kernels):
         parts.append('#include "aotc_mma8.cuh"')
     parts.append("")
     seen = set()

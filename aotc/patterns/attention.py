@@ -17,7 +17,7 @@ and scale are side inputs of f.
 A Q/DQ model quantizes the probabilities before P·V (both dots integer, i32
 out): O = dot(q(P), V) where q is an elementwise chain from P (scale, round,
 clamp, convert to i8/u8). The match then holds that chain too and records P
-as `probs`; the int8 attention kernel (templates/attention_int8.cu) computes
+as `probs`; the int8 attention kernel (templates/attention_int8_mma.cu) computes
 it per element with a two-pass softmax, since an online one cannot quantize
 normalized probabilities. Zero points add sums to the chains (sum_d Q per
 row, sum_d K per key, sum_j V per column, sum_j q(P) per row: reductions the

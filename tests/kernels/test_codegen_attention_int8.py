@@ -1,13 +1,14 @@
-"""The int8 attention kernel (templates/attention_int8.cu) on the host emulation vs the interpreter.
+"""The int8 attention kernel (templates/attention_int8_mma.cu) on the host emulation vs the interpreter.
 
 Graphs are built in IR as the Q/DQ passes leave a quantized attention: i8/u8 Q, K, V; Q·K with
 out_dtype='i32'; a float score chain (dequantize, 1/sqrt(d), an additive mask from a (B, S_k)
 input); softmax; QuantizeLinear of the probabilities (scale 1/255 or 1/127, round half even,
 zero point, clamp, convert); P·V with i32 sums; a dequantize/requantize epilogue and the heads'
 transpose back. With zero points on Q, K, P and V the score chain and the epilogue read the
-correction sums (sum_d Q, sum_d K, sum_j V, sum_j q(P)) as the quantize pass writes them. The i8 output must equal the interpreter's bit for bit. Query and key counts
-break the 8-row and 32-key tiles, batch x heads > 1, head dims are not multiples of 32; inputs
-are fresh random draws and outputs poisoned (run_on_host).
+correction sums (sum_d Q, sum_d K, sum_j V, sum_j q(P)) as the quantize pass writes them. The i8
+output must equal the interpreter's bit for bit. Query and key counts break the 64-row (16 per
+warp) and 32-key tiles, batch x heads > 1, head dims are not multiples of 32 (padded for mma);
+inputs are fresh random draws and outputs poisoned (run_on_host).
 """
 import numpy as np
 import pytest
