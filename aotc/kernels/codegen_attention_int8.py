@@ -70,5 +70,7 @@ def generate_attention_int8(b: KernelBuilder) -> Kernel:
     slots.update(dk=dk, kc=dk // 32, dv8=dv8, nt=dv8 // 8, q_t=_BYTE_T[q.dtype.name], k_t=_BYTE_T[k.dtype.name],
                  v_t=_BYTE_T[v.dtype.name], qk_mma=_MMA_KIND[q.dtype.name] + _MMA_KIND[k.dtype.name],
                  pv_mma=_MMA_KIND[p_q.dtype.name] + _MMA_KIND[v.dtype.name])
-    tiles = nbatch * D.ceildiv(m.sq, 64)
-    return b.finish("attention_int8_mma", slots, (D.dmax(1, D.dmin(tiles, MAX_GRID)), 1, 1), (128, 1, 1))
+    warps = min(4, D.upper(D.ceildiv(m.sq, 16)))      # 16 query rows a warp; no warp without a row
+    slots["warps"] = warps
+    tiles = nbatch * D.ceildiv(m.sq, 16 * warps)
+    return b.finish("attention_int8_mma", slots, (D.dmax(1, D.dmin(tiles, MAX_GRID)), 1, 1), (32 * warps, 1, 1))

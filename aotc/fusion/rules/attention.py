@@ -3,9 +3,9 @@
 The float kernel (templates/attention.cu) keeps K and V tiles of 32 keys x
 head_dim in static shared memory and each lane of a warp holds ceil(dv / 32)
 output values, so Q·K and P·V head dims up to MAX_HEAD_DIM fit. The int8
-kernel (templates/attention_int8_mma.cu) stages 64 query rows and 32-key tiles
-of K and V as 8-bit words and holds the head dims in mma fragments: the same
-limit keeps its shared memory under 20 KB. A larger head leaves the pattern to
+kernel (templates/attention_int8_mma.cu) stages up to 64 query rows and 32-key
+tiles of K and V as 8-bit words and holds the head dims in mma fragments: the
+same limit keeps its shared memory under 20 KB. A larger head leaves the pattern to
 the ordinary GEMM, reduction and loop kernels.
 
 8-bit dots otherwise take the int8/fp8 GEMMs (plain_anchor): only a matched

@@ -7,7 +7,7 @@
 // QuantizeLinear of the normalized probabilities, so the softmax takes two passes over the key
 // tiles: pass 1 finds each row's max m and sum l (online), pass 2 recomputes the scores,
 // P = exp(s - m) / l, quantizes it and accumulates q(P) . V. No score tensor exists in memory.
-// A warp owns 16 query rows (a block of 4 warps 64); a key tile is 32 keys: S = 4 mma n-tiles x ${kc}
+// A warp owns 16 query rows (a block of ${warps} warps); a key tile is 32 keys: S = 4 mma n-tiles x ${kc}
 // k-chunks (head dim ${dh} padded to ${dk} with zeros). Lane (g = lane / 4, t = lane % 4) holds rows g
 // and g + 8, keys 8n + 2t and 8n + 2t + 1 of each n-tile n: element e = 4n + r is row g + 8 (r >> 1),
 // key 8n + 2t + (r & 1); a row's statistics reduce over the 4 lanes of a quad. q(P) goes through
@@ -15,18 +15,18 @@
 // Zero-point sums (sum_d Q per row, sum_d K per key, sum_j V per column, sum_j q(P) per row) are
 // taken from the staged tiles where the region reads them; epi is the region's epilogue
 // (dequantize, zero-point terms, requantize) on the i32 sum.
-extern "C" __global__ void __launch_bounds__(128) ${name}(${params}) {
-  __shared__ unsigned Qw[64][${dk} / 4 + 1];        // Q rows, 4 bytes a word (d = 4w .. 4w + 3)
+extern "C" __global__ void __launch_bounds__(32 * ${warps}) ${name}(${params}) {
+  __shared__ unsigned Qw[16 * ${warps}][${dk} / 4 + 1];        // Q rows, 4 bytes a word (d = 4w .. 4w + 3)
   __shared__ unsigned Kw[32][${dk} / 4 + 1];        // K tile rows, likewise
   __shared__ unsigned Vw[${dv8}][9];                // V tile transposed: word w of column d = keys 4w .. 4w + 3
-  __shared__ unsigned char Pb[4][16][36];           // each warp's q(P) tile, bytes
+  __shared__ unsigned char Pb[${warps}][16][36];           // each warp's q(P) tile, bytes
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const ${idx_t} qtiles = (${sq} + 63) / 64;
+  const ${idx_t} qtiles = (${sq} + 16 * ${warps} - 1) / (16 * ${warps});
   for (${idx_t} tile = blockIdx.x; tile < (${idx_t})${nbatch} * qtiles; tile += gridDim.x) {
-    const ${idx_t} bh = tile / qtiles, i0 = (tile % qtiles) * 64;
+    const ${idx_t} bh = tile / qtiles, i0 = (tile % qtiles) * (16 * ${warps});
 ${batch_index}
     __syncthreads();                                 // Qw of the previous tile is consumed
-    for (int w = threadIdx.x; w < 64 * (${dk} / 4); w += 128) {
+    for (int w = threadIdx.x; w < 16 * ${warps} * (${dk} / 4); w += 32 * ${warps}) {
       const int ii = w / (${dk} / 4), dw = w % (${dk} / 4);
       const ${idx_t} i = i0 + ii;
       unsigned word = 0;
@@ -41,7 +41,7 @@ ${load_q}
       Qw[ii][dw] = word;
     }
     __syncthreads();
-    const int r0 = 16 * warp;                        // this warp's first row in the block's 64
+    const int r0 = 16 * warp;                        // this warp's first row in the block's tile
     unsigned qa[${kc}][4];
     int qsums[2] = {0, 0};                           // sum_d Q of rows g and g + 8
 #pragma unroll
@@ -64,7 +64,7 @@ ${load_q}
         for (int r = 0; r < 4; ++r) acc[n][r] = vsums[n][r & 1] = 0;
       for (${idx_t} j0 = 0; j0 < ${sk}; j0 += 32) {
         __syncthreads();                             // the previous key tile is consumed
-        for (int w = threadIdx.x; w < 32 * (${dk} / 4); w += 128) {
+        for (int w = threadIdx.x; w < 32 * (${dk} / 4); w += 32 * ${warps}) {
           const int jj = w / (${dk} / 4), dw = w % (${dk} / 4);
           const ${idx_t} j = j0 + jj;
           unsigned word = 0;
@@ -79,7 +79,7 @@ ${load_k}
           Kw[jj][dw] = word;
         }
         if (pass == 1) {
-          for (int w = threadIdx.x; w < ${dv8} * 8; w += 128) {
+          for (int w = threadIdx.x; w < ${dv8} * 8; w += 32 * ${warps}) {
             const int dd = w / 8, jw = w % 8;
             unsigned word = 0;
             for (int by = 0; by < 4; ++by) {
