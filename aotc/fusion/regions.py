@@ -38,12 +38,12 @@ from aotc.fusion.prologues import depthwise_prologue, expand_into_depthwise, lhs
 from aotc.fusion.region import (AttentionPayload, ConvPayload, GatedPayload, Region, dependents,
                                 region_inputs)
 from aotc.fusion.rules import ANCHOR_KINDS, loads_operands_repeatedly, prologue_accepts, rule_for
-from aotc.fusion.rules.attention import attention_fits
+from aotc.fusion.rules.attention import attention_refusal
 from aotc.fusion.rules.conv import staged_depthwise
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Node, Value
 from aotc.ir.walk import users_of, walk
-from aotc.patterns.attention import find_attention
+from aotc.patterns.attention import classify
 
 _FUSIBLE = (ops.ELEMENTWISE, ops.INJECTIVE, ops.SOURCE)
 _DUPLICABLE = (ops.INJECTIVE, ops.SOURCE)
@@ -89,7 +89,7 @@ def partition(graph: Graph) -> list[Region]:
     # absorbed_in[node] = ids of regions holding a copy of the node
     absorbed_in: dict[Node, set[int]] = {}
     regions: list[Region] = []
-    attention = find_attention(graph, attention_fits)
+    attention, refused = classify(graph, attention_refusal)     # --explain says why one is not one kernel
     written: set[Value] = set()          # extra roots: values a region writes beside its root
 
     def fully_absorbed(n: Node) -> bool:
@@ -109,6 +109,8 @@ def partition(graph: Graph) -> list[Region]:
             continue
         rid = len(regions)
         region = _grow(n, rid, users, producer, outputs, absorbed_in, attention, position)
+        if region.anchor in refused:
+            region.reasons.append(refused[region.anchor])
         written.update(region.extra_roots)
         regions.append(region)
 
@@ -194,6 +196,10 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
     # an attention kernel stages each Q, K, V tile in shared memory once per query tile, so an
     # elementwise prologue (ONNX Attention's sqrt(scale) on Q and K, RoPE) costs little there
     restricted = {m: heavy and match is None and m is anchor for m in members}
+    if match is not None and match.quantized:
+        # the int8 kernel loads 8-bit Q, K, V: the projections' requantize stays their GEMMs' epilogue
+        operands = {*match.qk.inputs, match.pv.inputs[1]}
+        restricted.update({n: True for n in match.nodes if n in (match.qk, match.pv) or operands & set(n.inputs)})
     once = heavy and match is None and lhs_prologue_pays(anchor, users, producer, outputs)
     pre_reasons = list(reasons)
     depthwise = None

@@ -20,6 +20,7 @@ from aotc.kernels.builder import (MAX_GRID, Kernel, KernelBuilder, acc_type, dot
                                   contiguous_dim, multiply_add, reduce_identity, simt_grid, simt_tile_slots,
                                   simt_tiling, unravel)
 from aotc.kernels.codegen_attention import generate_attention
+from aotc.kernels.codegen_attention_int8 import generate_attention_int8
 from aotc.kernels.codegen_chain import generate_chain
 from aotc.kernels.codegen_dot_mma import generate_dot_mma
 from aotc.kernels.codegen_conv8 import generate_conv8
@@ -62,8 +63,13 @@ def generate(graph: Graph, region: Region, producer=None, split_k: bool = True) 
     producer = producer if producer is not None else graph.producers()
     b = KernelBuilder(graph, region, producer, split_k)
     gen = {"loop": _loop, "reduction": _reduction, "dot": _dot, "conv": _conv, "window": _window,
-           "row": _row, "attention": generate_attention, "chain": generate_chain}
+           "row": _row, "attention": _attention, "chain": generate_chain}
     return gen[region.kind](b)
+
+
+def _attention(b: KernelBuilder) -> Kernel:
+    quantized = b.region.payload.match.quantized
+    return generate_attention_int8(b) if quantized else generate_attention(b)
 
 
 def _loop(b: KernelBuilder) -> Kernel:
@@ -291,7 +297,7 @@ def module_source(kernels: list[Kernel]) -> str:
         parts.append('#include "aotc_async.cuh"')
     if any(k.name.startswith(("aotc_dot_mma_", "aotc_dot_tf32_")) for k in kernels):
         parts.append('#include "aotc_mma.cuh"')
-    if any(k.name.startswith("aotc_dot_mma8_") for k in kernels):
+    if any(k.name.startswith(("aotc_dot_mma8_", "aotc_attention_int8_mma_")) for k in kernels):
         parts.append('#include "aotc_mma8.cuh"')
     parts.append("")
     seen = set()

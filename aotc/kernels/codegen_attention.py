@@ -4,7 +4,7 @@ The region holds the whole softmax(f(Q·K))·V pattern (aotc/patterns/attention.
 plus the index math that brings Q, K, V into place. Loads of Q, K and V run
 that prologue; the score chain f (scale, additive mask) is evaluated per
 (query, key) with the Q·K dot product as an override; the epilogue runs on
-each output element.
+each output element. An integer (Q/DQ) attention takes codegen_attention_int8.py instead.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from aotc.kernels.builder import MAX_GRID, Kernel, KernelBuilder, unravel
 from aotc.patterns.attention import free_dim
 
 
-def _operand(b: KernelBuilder, value, dot, side: str, batch_idx, row: str, col: str, indent: int, var: str) -> str:
+def operand_load(b: KernelBuilder, value, dot, side: str, batch_idx, row: str, col: str, indent: int, var: str) -> str:
     """Code setting `var` to operand `side` of `dot` at (batch, row = free dim, col = contracted dim)."""
     em = b.emitter(indent=indent)
     idx = [""] * value.type.rank
@@ -37,9 +37,9 @@ def generate_attention(b: KernelBuilder) -> Kernel:
     nbatch = math.prod(m.batch_shape)
     em_b = b.emitter(indent=2)
     batch_idx = unravel(em_b, "bh", m.batch_shape, "z") if m.batch_shape else []
-    load_q = _operand(b, q, qk, "lhs", batch_idx, "i", "d", 4, "q")
-    load_k = _operand(b, k, qk, "rhs", batch_idx, "j", "d", 5, "kv")
-    load_v = _operand(b, v, pv, "rhs", batch_idx, "d", "j", 5, "vv")
+    load_q = operand_load(b, q, qk, "lhs", batch_idx, "i", "d", 4, "q")
+    load_k = operand_load(b, k, qk, "rhs", batch_idx, "j", "d", 5, "kv")
+    load_v = operand_load(b, v, pv, "rhs", batch_idx, "d", "j", 5, "vv")
     em_s = b.emitter(indent=4, overrides={qk.outputs[0]: "qk"})
     em_s.emit(f"s = {em_s.value(m.scores, list(batch_idx) + ['i', 'j'])};")
     em_e = b.emitter(indent=5, overrides={out: "accv"})

@@ -8,7 +8,7 @@ architecture runs something else, what (`kernel_math_by_arch`): fp8 kernels
 run e4m3 mma in the sm_90 cubin and the PTX, but the sm_80 cubin has no e4m3
 instruction and widens the operands to f16 (exact) for f16 mma.
 
-Values: "int8" and "fp8" (codegen_mma8.py's kernels), "tf32" (dot_tf32),
+Values: "int8" and "fp8" (codegen_mma8.py's kernels; "int8" also for the int8 attention kernel), "tf32" (dot_tf32),
 "f16"/"bf16" (dot_mma), and for every other kernel the type it computes in:
 "f32" for any float region (the emitter computes f16/bf16 in f32), else the
 integer or bool type of its output ("i64" for index math).
@@ -27,6 +27,8 @@ def kernel_math(kernel: Kernel) -> str:
     quantized = _quantized_math(kernel.name, kernel.source)
     if quantized:
         return quantized
+    if kernel.name.startswith("aotc_attention_int8_"):     # i8/u8 Q·K and P·V, exact int sums
+        return "int8"
     if kernel.name.startswith("aotc_dot_tf32_"):
         return "tf32"
     if kernel.name.startswith("aotc_dot_mma_"):

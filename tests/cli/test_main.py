@@ -224,3 +224,25 @@ def test_compile_fast_compile_is_recorded_and_runs(model_path, tmp_path):
     assert plan.manifest["fast_compile"] is True and plan.cubins["sm_90"][:4] == b"\x7fELF"
     res = CliRunner().invoke(main, ["run", str(out), "--iterations", "1"])
     assert res.exit_code == 0, res.output
+
+
+def test_compile_explain_says_why_an_int8_attention_is_not_one_kernel(tmp_path):
+    """ModelOpt-style Q/DQ attention: one int8 attention kernel; with its quantized probabilities also a
+    model output, the two int8 GEMMs, and --explain says why in one line."""
+    from onnx import TensorProto, helper
+    from tests.e2e.test_quantized_models import _modelopt_attention
+    model = _modelopt_attention(1, 2, 9, 16)
+    path, out = tmp_path / "a.onnx", tmp_path / "a.engine"
+    args = ["compile", str(path), "-o", str(out), "--explain", "--arch", "none", "--no-host", "--json"]
+    onnx.save(model, path)
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert [r["kind"] for r in json.loads(res.output)["fusion"]].count("attention") == 1
+    model.graph.output.append(helper.make_tensor_value_info("p_q", TensorProto.INT8, [1, 2, 9, 9]))
+    onnx.save(model, path)
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    fusion = json.loads(res.output)["fusion"]
+    assert "attention" not in [r["kind"] for r in fusion]
+    assert [w for r in fusion for w in r["why_not_larger"] if "attention" in w] == \
+        ["int8 attention not fused: 'p_q' is a graph output"]

@@ -5,7 +5,8 @@ quantization). Distance is max|d| / max|ref| (tests/helpers/quantized.py).
 aotc's integer sums are exact where onnxruntime sums dequantized floats, so a
 requantize whose value lies within f32 rounding of a .5 tie may land one
 quantum apart; every int8 tensor is compared (expose_quantized) and must
-equal the interpreter's bit for bit and onnxruntime's but for such ties.
+equal the interpreter's bit for bit and onnxruntime's but for such ties. Those inside an
+attention stay internal (one int8 attention kernel computes them without writing them).
 """
 import numpy as np
 import pytest
@@ -21,7 +22,8 @@ from tests.helpers.rng import fresh_rng
 
 pytest.importorskip("onnxruntime")
 
-INT8_KERNELS = ("aotc_dot_mma8_", "aotc_conv_int_")
+INT8_KERNELS = ("aotc_dot_mma8_", "aotc_conv_int_", "aotc_attention_int8_")
+ATTENTION = "aotc_attention_int8_"          # one kernel for both dots of an attention
 
 
 def _compile_and_run(model, feeds, path):
@@ -36,7 +38,7 @@ def _compile_and_run(model, feeds, path):
 def test_quantized_model_runs_int8_and_matches_onnxruntime(builder, symmetric, tmp_path):
     rng, seed = fresh_rng()
     model, inputs = getattr(small, builder)(**({"batch": 1, "size": 16} if builder == "cnn" else {}))
-    qdq = expose_quantized(ort_qdq(model, inputs, rng, symmetric=symmetric))
+    qdq = expose_quantized(ort_qdq(model, inputs, rng, symmetric=symmetric), keep_attention=True)
     feeds = draw_feeds(inputs, rng)
     result, got = _compile_and_run(qdq, feeds, tmp_path / "q.engine")
 
@@ -44,7 +46,10 @@ def test_quantized_model_runs_int8_and_matches_onnxruntime(builder, symmetric, t
     assert anchors and all(n.attrs.get("out_dtype") == "i32" for n in anchors), seed
     info = describe_engine((tmp_path / "q.engine").read_bytes())
     int8 = [k for k in info["kernels"] if k["name"].startswith(INT8_KERNELS)]
-    assert len(int8) >= len(anchors), [k["name"] for k in info["kernels"]]     # fusion may recompute one
+    dots = sum(2 if k["name"].startswith(ATTENTION) else 1 for k in int8)
+    assert dots >= len(anchors), [k["name"] for k in info["kernels"]]     # fusion may recompute one
+    attentions = {"cnn": 0, "bert_encoder": 2}[builder]          # the BERT has two layers
+    assert sum(k["name"].startswith(ATTENTION) for k in info["kernels"]) == attentions
     if any("math" in k for k in info["kernels"]):        # `aotc inspect` names each kernel's math
         assert [k for k in info["kernels"] if k.get("math") == "int8"] == int8
 
@@ -96,3 +101,48 @@ def test_conv_bias_residual_relu_requantize_is_one_int8_kernel(tmp_path):
     (want,) = ort_run(model, feeds)
     diff = np.abs(got[0].astype(np.int64) - want)
     assert diff.max() <= 1 and np.mean(diff != 0) <= 0.01, seed           # one quantum at most, at ties
+
+
+def _modelopt_attention(b, h, s, d):
+    """One attention as ModelOpt's int8 PTQ writes it (opset 19, symmetric): Q/DQ on both inputs of QK^T
+    and of PV (K through a Transpose), the scale and the additive mask and Softmax in float."""
+    def qdq(x, amax):
+        return [helper.make_node("QuantizeLinear", [x, f"{x}_s", "z"], [f"{x}_q"]),
+                helper.make_node("DequantizeLinear", [f"{x}_q", f"{x}_s", "z"], [f"{x}_d"])], \
+            [numpy_helper.from_array(np.array(amax / 127, np.float32), f"{x}_s")]
+    nodes, inits = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2])], \
+        [numpy_helper.from_array(np.array(0, np.int8), "z"),
+         numpy_helper.from_array(np.array(np.sqrt(d), np.float32), "sqrt_d"),
+         numpy_helper.from_array(np.array(-10000.0, np.float32), "big")]
+    for x, amax in (("q", 3.0), ("kt", 3.0), ("p", 1.0), ("v", 3.0)):
+        more_nodes, more_inits = qdq(x, amax)
+        inits += more_inits
+        if x != "p":
+            nodes += more_nodes
+    nodes += [helper.make_node("MatMul", ["q_d", "kt_d"], ["s"]), helper.make_node("Div", ["s", "sqrt_d"], ["sc"]),
+              helper.make_node("Sub", ["one", "mask"], ["inv"]), helper.make_node("Mul", ["inv", "big"], ["add"]),
+              helper.make_node("Add", ["sc", "add"], ["x"]), helper.make_node("Softmax", ["x"], ["p"], axis=-1)]
+    nodes += qdq("p", 1.0)[0] + [helper.make_node("MatMul", ["p_d", "v_d"], ["out"])]
+    inits.append(numpy_helper.from_array(np.array(1.0, np.float32), "one"))
+    f = TensorProto.FLOAT
+    ins = [helper.make_tensor_value_info("q", f, [b, h, s, d]), helper.make_tensor_value_info("k", f, [b, h, s, d]),
+           helper.make_tensor_value_info("v", f, [b, h, s, d]), helper.make_tensor_value_info("mask", f, [b, 1, 1, s])]
+    graph = helper.make_graph(nodes, "attention", ins, [helper.make_tensor_value_info("out", f, [b, h, s, d])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+
+
+def test_modelopt_style_int8_attention_is_one_kernel_and_matches_onnxruntime(tmp_path):
+    rng, seed = fresh_rng()
+    b, h, s, d = 2, 3, 37, 16
+    model = _modelopt_attention(b, h, s, d)
+    feeds = {n: rng.standard_normal((b, h, s, d)).astype(np.float32) for n in "qkv"}
+    feeds["mask"] = (rng.random((b, 1, 1, s)) < 0.8).astype(np.float32)
+    result, got = _compile_and_run(model, feeds, tmp_path / "a.engine")
+    assert [r.kind for r in result.regions].count("attention") == 1, [r.kind for r in result.regions]
+    info = describe_engine((tmp_path / "a.engine").read_bytes())
+    assert [k["math"] for k in info["kernels"] if k["name"].startswith(ATTENTION)] == ["int8"]
+    want = interpret(result.graph_optimized, feeds)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5, err_msg=f"seed {seed}")
+    # 1.5e-7 when written; a probability whose f32 value lies within an ulp of a rounding tie may land one
+    # quantum (1/127) apart from onnxruntime's, moving an output by up to 1/127 * max|V|
+    assert distance(got, ort_run(model, feeds)) <= 3e-2, seed

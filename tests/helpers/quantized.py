@@ -70,12 +70,38 @@ def distance(got: list, ref: list) -> float:
     return num / den
 
 
-def expose_quantized(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of `model` with every QuantizeLinear result also a graph output (int8/uint8 tensors to compare)."""
+def attention_internal(model: onnx.ModelProto) -> set[str]:
+    """The QuantizeLinear results inside attentions: from the Q·K MatMul to Softmax and on to P·V.
+
+    One int8 attention kernel computes them without writing them; made graph outputs they
+    would have to exist, and the attention would not be one kernel."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    consumers: dict[str, list] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    inside = set()
+    for sm in (n for n in model.graph.node if n.op_type == "Softmax"):
+        todo, seen = list(sm.input), set()
+        while todo:                                   # back to the Q·K MatMul (and the mask's Q/DQ)
+            n = producer.get(todo.pop())
+            if n is None or n.op_type == "MatMul" or id(n) in seen:
+                continue
+            seen.add(id(n))
+            if n.op_type == "QuantizeLinear":
+                inside.add(n.output[0])
+            todo += list(n.input)
+        inside.update(n.output[0] for n in consumers.get(sm.output[0], []) if n.op_type == "QuantizeLinear")
+    return inside
+
+
+def expose_quantized(model: onnx.ModelProto, keep_attention: bool = False) -> onnx.ModelProto:
+    """A copy of `model` with every QuantizeLinear result also a graph output (int8/uint8 tensors to compare);
+    `keep_attention` leaves out those inside attentions (attention_internal)."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     known = {v.name: v for v in onnx.shape_inference.infer_shapes(out).graph.value_info}
-    have = {o.name for o in out.graph.output}
+    have = {o.name for o in out.graph.output} | (attention_internal(model) if keep_attention else set())
     for n in out.graph.node:
         if n.op_type == "QuantizeLinear" and n.output[0] not in have and n.output[0] in known:
             out.graph.output.append(known[n.output[0]])

@@ -199,8 +199,9 @@ def test_int8_mobilenet_block_keeps_each_conv_exact():
     assert sorted(k.name.rsplit("_", 1)[0] for k in kernels) == ["aotc_conv_int", "aotc_dot_mma8", "aotc_dot_mma8"]
 
 
-def test_int8_attention_dots_are_not_the_float_attention_kernel():
-    """QK^T and PV with 8-bit operands (ModelOpt quantizes both): two int8 GEMMs, not flash attention."""
+def test_int8_attention_dots_are_the_int8_attention_kernel():
+    """QK^T and PV with 8-bit operands (ModelOpt quantizes both): one int8 attention kernel
+    (templates/attention_int8_mma.cu), not two int8 GEMMs around a softmax, nor float flash attention."""
     rng, seed = fresh_rng()
     b = GraphBuilder()
     shape = (2, 20, 32)
@@ -217,8 +218,7 @@ def test_int8_attention_dots_are_not_the_float_attention_kernel():
     graph = b.build([b.add("convert", o, dtype="f32")])
     ins = [_ints(rng, "i8", shape) for _ in range(3)]
     got_kernels = check(graph, ins, seed, rtol=0, atol=2 * 128 * 1.0001)   # a u8 probability may round 1 apart
-    kinds = sorted(kk.region.kind for kk in got_kernels)
-    assert "attention" not in kinds and kinds.count("dot") == 2
+    assert [kk.name.split("_")[1:4] for kk in got_kernels] == [["attention", "int8", "mma"]]
 
 
 def test_int8_gemm_over_a_dynamic_batch_and_sequence():

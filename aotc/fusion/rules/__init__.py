@@ -16,7 +16,7 @@ elementwise producer. The limits live in one module per family:
 target.py     the GPU the limits are sized for (SMs to fill, split workspace cap)
 gemm.py       GEMM tiles: when an operand is loaded exactly once
 conv.py       the depthwise and depthwise+pointwise kernels: tiles, smem, grid
-attention.py  the flash-attention kernel: head sizes
+attention.py  the flash-attention and int8 attention kernels: head sizes
 gated.py      gated epilogues: how many column blocks
 chain.py      chains of tiny phases: per-image sizes
 """
