@@ -16,12 +16,14 @@ Guarantees (each rewrite gives the same values, bit for bit, except where noted)
 - a constant-valued operand (a constant whose elements are all equal) read
   through reshape/transpose/broadcast/slice becomes a broadcast of one 0-d
   constant, which CSE merges and kernels inline as a literal;
-- x / C for a constant C (or a broadcast of one) becomes x * (1 / C):
-  exactly when every element of C is a power of two whose reciprocal is a
-  normal number of the dtype; otherwise only for f32, where x * fl(1/C)
-  differs from x / C by at most 1.5 ulp (relative 1.8e-7) -- the trade every
-  GPU compiler makes, since a multiply is several times cheaper than a
-  division. f16/bf16 divisions that are not exact stay divisions.
+- x / C for a constant C (or a broadcast of one) becomes x * (1 / C) only
+  when every element of C is a power of two whose reciprocal is a normal
+  number of the dtype: then the product is the quotient, bit for bit. Any
+  other division stays a division (div.rn on the GPU): x * fl(1/C) is off by
+  up to 1.5 ulp, and an ulp decides a rounding tie -- QuantizeLinear's
+  round(x / scale) and an AveragePool's sum / count must land where
+  onnxruntime and numpy land (a Q/DQ CNN flipped int8 values by one quantum
+  at exactly such ties).
 
 Leaves alone: integer division (truncation), x * 0 (NaN and inf operands),
 anything whose simplification would alias a graph output to a graph input or
@@ -190,12 +192,7 @@ class _Simplifier:
             return None
         recip = _power_of_two_reciprocal(c, dt)
         if recip is None:
-            if dt != dtypes.f32:
-                return None
-            with np.errstate(all="ignore"):
-                recip = (np.float32(1) / c.astype(np.float32))
-            if not np.all(np.isfinite(recip)):
-                return None
+            return None
         r = rw.constant(recip.astype(dt.np), f"{src.name}.recip", dt)
         if bcast is not None:
             r = rw.add("broadcast_in_dim", r, name=n.name, **bcast.attrs)
