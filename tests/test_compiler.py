@@ -74,3 +74,25 @@ def test_an_error_in_the_callers_work_waits_for_the_builds(fakes):
         with _builds() as builds:
             raise ValueError("plan failed")
     assert len(calls) == 2 and builds.pool._shutdown      # both compiles ran to the end; nothing left running
+
+
+def test_each_nvrtc_job_reports_its_own_threads_cpu(monkeypatch):
+    """cpu['nvrtc T'] is the CPU of the thread that compiled T: a busy compile shows it, a waiting one does not."""
+    def device(source, target, fast_compile=False):
+        end = time.thread_time() + 0.2
+        while time.thread_time() < end:      # a compiler working (NVRTC holds its thread's CPU)
+            pass
+        return b"cubin"
+
+    def with_ptx(source, target, fast_compile=False):
+        time.sleep(0.2)                      # a compiler waiting costs no CPU
+        return b"cubin", b"ptx"
+    monkeypatch.setattr(nvrtc_compile, "compile_device", device)
+    monkeypatch.setattr(nvrtc_compile, "compile_device_with_ptx", with_ptx)
+    monkeypatch.setattr(resources, "check_kernels", lambda kernels, arch, cubin=None: {"k": _Usage()})
+    cpu, times = {}, {}
+    with _builds() as builds:
+        builds.finish(times, cpu)
+    assert set(cpu) == {"nvrtc sm_80", "nvrtc sm_90+compute_90"}
+    assert cpu["nvrtc sm_80"] >= 0.19 and cpu["nvrtc sm_90+compute_90"] < 0.05
+    assert times["nvrtc"] >= 0.2
