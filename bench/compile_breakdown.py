@@ -4,8 +4,8 @@ compile_vs_iree.py says how aotc compares; this says why. For one model of
 aotc/bench/models/real.py (or an .onnx path) it prints:
 
 - each stage's wall seconds from one cold compile (a fresh kernel cache, the
-  default targets) and the CPU seconds of the process and of each NVRTC job
-  (CompileResult.cpu_seconds: NVRTC compiles in its own thread);
+  default targets) and the CPU seconds of the process, in all and while NVRTC
+  ran (CompileResult.cpu_seconds);
 - NVRTC's own phase times for the module (`--time`: front end, NVVM optimizer,
   PTX translation; ptxas is the rest of the sm_XY job);
 - with --per-kernel, each distinct kernel compiled alone for `--target` (CPU

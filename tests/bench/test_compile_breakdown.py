@@ -10,8 +10,8 @@ def test_cold_compile_reports_nvrtc_cpu_and_restores_the_cache_dir(monkeypatch, 
     monkeypatch.setenv("AOTC_CACHE_DIR", str(tmp_path / "kept"))
     s = cb.cold_compile(cnn()[0]).summary()
     assert os.environ["AOTC_CACHE_DIR"] == str(tmp_path / "kept") and not (tmp_path / "kept").exists()
-    assert set(s["cpu_seconds"]) == {"total", "nvrtc sm_80", "nvrtc sm_90+compute_90"}
-    assert s["cpu_seconds"]["nvrtc sm_80"] > 0        # cold: NVRTC really ran (a warm cache costs ~0)
+    assert set(s["cpu_seconds"]) == {"total", "during nvrtc"}
+    assert s["cpu_seconds"]["during nvrtc"] > 0.1      # cold: NVRTC really ran (a warm cache costs ~0)
 
 
 def test_nvrtc_phases_name_the_optimizer():
