@@ -342,9 +342,9 @@ class BinaryBuilds:
     def finish(self, times: dict, cpu: dict | None = None):
         """(cubins, resources, ptx, host library); times['nvrtc'] is the wall time from the start until
         the last device target was done, times['host'] the host build's own time; cpu['during nvrtc']
-        the process's CPU seconds over that same span: NVRTC's (its --split-compile threads are its
-        own, so no one thread's clock holds a job's CPU) and the caller's work beside it (the
-        launch plan), not g++'s (a child process)."""
+        the process's CPU seconds over that same span: NVRTC's (with options such as --split-compile
+        it runs threads of its own, so no one thread's clock would hold a job's CPU) and the caller's
+        work beside it (the launch plan), not g++'s (a child process)."""
         from aotc.kernels.resources import check_kernels
         cubins, resources = {}, {}     # resources: arch -> kernel -> registers, static_smem, local_bytes
         for a in self.cubin_archs:

@@ -91,23 +91,9 @@ def nvrtc_version() -> tuple[int, int]:
 MATH_FLAGS = ("-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=true")
 
 
-# NVVM's optimizer is ~3/4 of a module's NVRTC time (ResNet-50: 31 kernels, ~5.5 CPU s per
-# arch) and runs single-threaded unless split: with --split-compile=N it optimizes the module's
-# functions in N threads, so each arch's job uses more than one core (ResNet-50's two arch jobs,
-# load ~9 on 2 cores: 47 s -> 33-39 s wall, CPU unchanged at ~12.5 s). N is fixed, not the
-# machine's core count: the cubin depends on N (the PTX does not), and an engine must not depend
-# on where it was built. Its code is not byte-identical to an unsplit compile's. On ResNet-50's
-# module 22 of 31 kernels are (PTX and SASS); of the other 9 (implicit-GEMM convs), on sm_80 all
-# keep their registers, FFMA count and main-loop length (+-1 instruction); on sm_90 7 gain 5
-# MOV/IADD3 in a 472-instruction main loop (+1%, the FFMAs the same) and go from 61 to 64
-# registers, the same 8-register allocation unit, so the same occupancy; no local memory
-# anywhere. tests/kernels/test_nvrtc_compile.py checks a conv's SASS against an unsplit build.
-SPLIT_COMPILE = 4
-
-
 def _options(target: str, fast_compile: bool = False) -> list[str]:
     opts = [f"--gpu-architecture={target}", "-std=c++17", "-default-device",
-            f"-I{cuda_include_dir()}", f"-I{TEMPLATES_DIR}", *MATH_FLAGS, f"--split-compile={SPLIT_COMPILE}"]
+            f"-I{cuda_include_dir()}", f"-I{TEMPLATES_DIR}", *MATH_FLAGS]
     if fast_compile:        # NVRTC 12.8+: skip most optimization (ResNet-50's module: 0.55 s, not 3.9 s)
         opts.append("--Ofast-compile=max")
     return opts

@@ -104,38 +104,3 @@ def test_an_empty_compile_log_leaves_python_constants_alone():
             "print('a', 'b')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stdout
     assert out == b"a b\n"
-
-
-def _conv_module() -> str:
-    """The kernels of a small CNN (implicit-GEMM convs, pooling, a GEMM, softmax) as one module."""
-    import aotc.compiler
-    from aotc.bench.models.small import cnn
-    from aotc.kernels.codegen import module_source
-    result = aotc.compiler.compile_model(cnn()[0], arch="none", host=False)
-    return module_source(result.kernels)
-
-
-def test_split_compile_is_a_fixed_option_and_keeps_each_kernels_code(monkeypatch):
-    """--split-compile (NVVM optimizes the module's functions in threads) is in every compile's options, fixed
-    (the cubin depends on it), and the cubin keeps every kernel, its resources and its main loop."""
-    from aotc.kernels import nvrtc_compile as nc
-    from aotc.kernels.resources import cubin_resources
-    from aotc.profile.sass import cubin_mix
-    assert f"--split-compile={nc.SPLIT_COMPILE}" in nc._options("sm_90") and nc.SPLIT_COMPILE >= 2
-    source = _conv_module()
-    split = nc._nvrtc_compile(source, "sm_90", nc._options("sm_90"))
-    monkeypatch.setattr(nc, "SPLIT_COMPILE", 1)              # 1: NVRTC ignores the option (one thread)
-    whole = nc._nvrtc_compile(source, "sm_90", nc._options("sm_90"))
-    rs, rw = cubin_resources(split), cubin_resources(whole)
-    assert set(rs) == set(rw) and len(rs) >= 5
-    for name in rw:
-        assert rs[name].local_bytes == rw[name].local_bytes == 0, name
-        assert rs[name].static_smem == rw[name].static_smem, name
-        assert -(-rs[name].registers // 8) == -(-rw[name].registers // 8), (name, rs[name], rw[name])
-    ms, mw = cubin_mix(split), cubin_mix(whole)
-    if ms is None:
-        pytest.skip("no nvdisasm for the SASS comparison")
-    for name in mw:
-        s, w = ms[name], mw[name]
-        assert round(s["ffma_share"] * s["loop_instructions"]) == round(w["ffma_share"] * w["loop_instructions"]), name
-        assert abs(s["loop_instructions"] - w["loop_instructions"]) <= max(2, w["loop_instructions"] // 50), name
