@@ -32,6 +32,7 @@ class CompileResult:
     graph_imported: Graph
     graph_optimized: Graph
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)    # see compile_model: total, during nvrtc
     arena_lower_bound: int = 0
     regions: list = field(default_factory=list)
     kernels: list = field(default_factory=list)
@@ -53,6 +54,7 @@ class CompileResult:
             "host_build": bool(p.host_lib),
             "host_library": host_library_status(p),      # embedded, or built on the first cpu run
             "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
+            "cpu_seconds": {k: round(v, 3) for k, v in self.cpu_seconds.items()},
             "pass_seconds": _pass_seconds(self.pass_report),
         }
 
@@ -175,6 +177,8 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
 
     say = progress or (lambda msg: None)
     times: dict[str, float] = {}
+    cpu: dict[str, float] = {}          # "total": this process's CPU seconds (all threads); "during nvrtc": see finish
+    cpu_start = time.process_time()
     cubin_archs, ptx_arch = _parse_archs(arch)
 
     def stage(name):
@@ -221,7 +225,7 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
             program = ShapeProgram(optimized.dims)
             launches, weights, memory = build_launches(optimized, regions, kernels, writes, program, variants)
             done("plan")
-            cubins, resources, ptx, host_lib = builds.finish(times)
+            cubins, resources, ptx, host_lib = builds.finish(times, cpu)
 
         stage("package")
         plan = P.EnginePlan(
@@ -239,7 +243,8 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
                       **({"debug_outputs": [d.as_dict() for d in debug]} if debug is not None else {}),
                       **sanitize_fields(source, built), **kernel_math_fields(built, cubin_archs)})
         done("package")
-        return CompileResult(plan, imported, optimized, times, memory.lower_bound, regions, kernels, report)
+        cpu["total"] = time.process_time() - cpu_start
+        return CompileResult(plan, imported, optimized, times, cpu, memory.lower_bound, regions, kernels, report)
 
 
 def symbolic_shapes(graph: Graph) -> dict[str, list[str]]:
@@ -288,11 +293,11 @@ def _generate(graph: Graph, region, producer, split_k: bool):
 
 
 def _timed(fn, *args, **kw):
-    """(fn's result, its seconds, the clock when it ended)."""
+    """(fn's result, its seconds, the clock when it ended, the process's CPU clock when it ended)."""
     start = time.perf_counter()
     out = fn(*args, **kw)
     end = time.perf_counter()
-    return out, end - start, end
+    return out, end - start, end, time.process_time()
 
 
 class BinaryBuilds:
@@ -320,7 +325,7 @@ class BinaryBuilds:
 
         from aotc.kernels.nvrtc_compile import compile_device, compile_device_with_ptx
         self.pool = ThreadPoolExecutor(max_workers=max(2, min(len(self.targets) + 1, os.cpu_count() or 2)))
-        self.start = time.perf_counter()
+        self.start, self.cpu_start = time.perf_counter(), time.process_time()
         src, fast, twin = self.source, self.fast_compile, self.twin
         if self.targets:
             self.say(f"compiling {len(self.names)} kernels for {', '.join(self.targets)}")
@@ -334,9 +339,12 @@ class BinaryBuilds:
             self.host_job = self.pool.submit(_timed, self.host_lib or compile_host, src, self.names)
         return self
 
-    def finish(self, times: dict):
+    def finish(self, times: dict, cpu: dict | None = None):
         """(cubins, resources, ptx, host library); times['nvrtc'] is the wall time from the start until
-        the last device target was done, times['host'] the host build's own time."""
+        the last device target was done, times['host'] the host build's own time; cpu['during nvrtc']
+        the process's CPU seconds over that same span: NVRTC's (with options such as --split-compile
+        it runs threads of its own, so no one thread's clock would hold a job's CPU) and the caller's
+        work beside it (the launch plan), not g++'s (a child process)."""
         from aotc.kernels.resources import check_kernels
         cubins, resources = {}, {}     # resources: arch -> kernel -> registers, static_smem, local_bytes
         for a in self.cubin_archs:
@@ -351,9 +359,11 @@ class BinaryBuilds:
         jobs = list(self.device.values()) + ([self.both] if self.both else [])
         if jobs:
             times["nvrtc"] = max(j.result()[2] for j in jobs) - self.start
+        if cpu is not None and jobs:
+            cpu["during nvrtc"] = max(j.result()[3] for j in jobs) - self.cpu_start
         lib = b""
         if self.host_job is not None:
-            lib, times["host"], _ = self.host_job.result()
+            lib, times["host"] = self.host_job.result()[:2]
         return cubins, resources, ptx, lib
 
     def __exit__(self, *exc):

@@ -4,7 +4,7 @@ IREE is a yardstick, not a dependency: it lives in a venv of its own.
 
     python3 -m venv /work/iree-venv
     /work/iree-venv/bin/pip install 'iree-base-compiler==3.13.*' onnx
-    python -m bench.compile_vs_iree --iree /work/iree-venv [--repeat 3] [model ...]
+    python -m bench.compile_vs_iree --iree /work/iree-venv [--repeat 3] [--default-only] [model ...]
 
 For each model (aotc/bench/models/real.py; MobileNetV2 and ResNet-50 by default)
 the builder's ONNX file is written once, then each compile runs in a fresh
@@ -17,6 +17,7 @@ runs every compiler once, and --repeat rounds give each one's median:
 - aotc +host: the same with `--host`, the host library built and embedded
   (what a default compile did before it was left to the first cpu run);
 - aotc sm_80: `--arch sm_80`, the one target IREE builds here;
+  (--default-only runs the default configuration alone: a third of aotc's share of the run;)
 - IREE: `iree-import-onnx` (ONNX to MLIR) plus `iree-compile
   --iree-hal-target-backends=cuda --iree-cuda-target=sm_80` (MLIR to a .vmfb
   holding PTX), each stage's time shown and their sum compared.
@@ -90,10 +91,10 @@ def timed(cmd, env=None) -> tuple[float, float, str]:
     return seconds, cpu, ""
 
 
-def aotc_times(onnx_path, work) -> tuple[dict, dict]:
-    """({label: seconds, label + ' cpu': CPU seconds}, {label: error}) for each of AOTC_CONFIGS."""
+def aotc_times(onnx_path, work, configs=tuple(AOTC_CONFIGS)) -> tuple[dict, dict]:
+    """({label: seconds, label + ' cpu': CPU seconds}, {label: error}) for each of `configs` (AOTC_CONFIGS' labels)."""
     out, errors = {}, {}
-    for label in AOTC_CONFIGS:
+    for label in configs:
         with tempfile.TemporaryDirectory(dir=work) as cache:
             env = dict(os.environ, AOTC_CACHE_DIR=cache)
             out[label], out[label + " cpu"], err = timed(aotc_command(onnx_path, Path(cache) / "model.engine", label),
@@ -119,11 +120,11 @@ def iree_times(onnx_path, tools, work) -> tuple[dict, dict]:
     return out, errors
 
 
-def compare(onnx_path, tools, work, repeat: int = 1) -> dict:
+def compare(onnx_path, tools, work, repeat: int = 1, configs=tuple(AOTC_CONFIGS)) -> dict:
     """Median seconds per compiler for one ONNX file over `repeat` rounds; 'errors' holds what failed."""
     rounds, errors = [], {}
     for _ in range(repeat):
-        aotc, aotc_errors = aotc_times(onnx_path, work)
+        aotc, aotc_errors = aotc_times(onnx_path, work, configs)
         iree, iree_errors = iree_times(onnx_path, tools, work)
         rounds.append({**aotc, **iree})
         errors.update(aotc_errors)
@@ -132,11 +133,15 @@ def compare(onnx_path, tools, work, repeat: int = 1) -> dict:
 
 
 def format_row(name: str, r: dict) -> str:
+    """One table row; a configuration left out (--default-only) shows as '-'."""
+    nan = float("nan")
+
     def over(a):
-        return r["iree"] / r[a] if r[a] > 0 else float("nan")
-    line = (f"{name:<13} {r['aotc']:>7.1f} {r['aotc +host']:>10.1f} {r['aotc sm_80']:>10.1f} {r['iree import']:>12.1f} "
+        return r["iree"] / r[a] if r.get(a, nan) > 0 else nan
+    host, sm80 = r.get("aotc +host", nan), r.get("aotc sm_80", nan)
+    line = (f"{name:<13} {r['aotc']:>7.1f} {host:>10.1f} {sm80:>10.1f} {r['iree import']:>12.1f} "
             f"{r['iree compile']:>13.1f} {r['iree']:>7.1f} {over('aotc'):>11.2f} {over('aotc +host'):>11.2f} "
-            f"{r['aotc cpu']:>9.1f} {r['iree cpu']:>9.1f}")
+            f"{r['aotc cpu']:>9.1f} {r['iree cpu']:>9.1f}").replace(" nan", "   -")
     return line + "".join(f"\n    {k} failed: {v}" for k, v in r["errors"].items())
 
 
@@ -155,7 +160,7 @@ def byte_compile_aotc() -> None:
         compileall.compile_dir(str(folder), quiet=1)
 
 
-def main(names=None, venv=None, repeat: int = 3) -> None:
+def main(names=None, venv=None, repeat: int = 3, configs=tuple(AOTC_CONFIGS)) -> None:
     from aotc.bench.models.real import REAL_MODELS
     if not venv:
         raise IreeMissing("no IREE venv: pass --iree PATH or set IREE_VENV")
@@ -176,7 +181,8 @@ def main(names=None, venv=None, repeat: int = 3) -> None:
             model, _ = REAL_MODELS[name]()
             path = Path(work) / f"{name}.onnx"
             path.write_bytes(model.SerializeToString())
-            print(format_row(name, compare(path, tools, work, repeat)), flush=True)
+            row = format_row(name, compare(path, tools, work, repeat, configs))
+            print(f"{row}   (load {os.getloadavg()[0]:.1f})", flush=True)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"load average at the end {load}. aotc: sm_80 + sm_90 cubins and compute_90 PTX, the host library left to "
           "the first cpu run; +host: --host (built and embedded); aotc sm_80: --arch sm_80; iree: iree-import-onnx + "
@@ -203,8 +209,9 @@ def _cli(args) -> int:
             return 2
         repeat = int(args[i + 1])
         args = args[:i] + args[i + 2:]
+    configs = ("aotc",) if "--default-only" in args else tuple(AOTC_CONFIGS)
     try:
-        main([a for a in args if not a.startswith("-")], venv, repeat)
+        main([a for a in args if not a.startswith("-")], venv, repeat, configs)
     except IreeMissing as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -150,6 +150,10 @@ def compile_cmd(model, output, arch, embed_host, dump_passes, disable_pass, prec
     click.echo(f"  engine     {_human(s['engine_bytes'])}")
     click.echo("  time       " + ", ".join(f"{k} {v:.2f}s" for k, v in s["stage_seconds"].items())
                + f" (total {s['total_seconds']:.2f}s)")
+    cpu = s["cpu_seconds"]
+    if "total" in cpu:
+        click.echo(f"  cpu        {cpu['total']:.2f}s in this process"
+                   + (f", {cpu['during nvrtc']:.2f}s of it while NVRTC ran" if "during nvrtc" in cpu else ""))
     if explain:
         _echo_quantization(s["quantization"])
         _echo_fusion(s["fusion"])

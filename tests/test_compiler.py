@@ -74,3 +74,30 @@ def test_an_error_in_the_callers_work_waits_for_the_builds(fakes):
         with _builds() as builds:
             raise ValueError("plan failed")
     assert len(calls) == 2 and builds.pool._shutdown      # both compiles ran to the end; nothing left running
+
+
+def test_cpu_during_nvrtc_counts_every_thread_of_the_compile(monkeypatch):
+    """cpu['during nvrtc'] is the process's CPU from the start of the builds until the last device job ended:
+    it holds a compiler's helper threads (NVRTC's --split-compile ones), not just the job's own thread."""
+    def burn(seconds):
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    def device(source, target, fast_compile=False):
+        helper = threading.Thread(target=burn, args=(0.2,))     # a compiler's own worker thread
+        helper.start()
+        helper.join()
+        return b"cubin"
+
+    def with_ptx(source, target, fast_compile=False):
+        time.sleep(0.3)                      # a compiler waiting costs no CPU
+        return b"cubin", b"ptx"
+    monkeypatch.setattr(nvrtc_compile, "compile_device", device)
+    monkeypatch.setattr(nvrtc_compile, "compile_device_with_ptx", with_ptx)
+    monkeypatch.setattr(resources, "check_kernels", lambda kernels, arch, cubin=None: {"k": _Usage()})
+    cpu, times = {}, {}
+    with _builds() as builds:
+        builds.finish(times, cpu)
+    assert set(cpu) == {"during nvrtc"}
+    assert 0.19 <= cpu["during nvrtc"] < times["nvrtc"] + 0.1 and times["nvrtc"] >= 0.3

@@ -19,8 +19,10 @@ so its users and graph outputs are untouched; new nodes take the name of the
 node they replace (the ONNX node name, which --keep-fp32 matches).
 
 The result is equal to the unfolded graph up to rounding: W * S rounds once
-per weight where the unfolded graph rounded once per output; tests compare
-with rtol 1e-5. Exact when S is all ones (bias merging only).
+per weight where the unfolded graph rounded once per output (f32 weights are
+scaled in f32 by S rounded to f32: one ulp from the f64 product at most, see
+scaled_weights); tests compare with rtol 1e-5. Exact when S is all ones (bias
+merging only).
 
 Leaves alone: int8/fp8 anchors (`out_dtype`: their scale epilogue stays an
 epilogue), chains through a value with several users or that is a graph
@@ -94,6 +96,25 @@ def _chain(anchor: Node, axis: int, graph: Graph, users, producer, outputs):
     return nodes, scale, shift
 
 
+_F32 = np.finfo(np.float32)
+
+
+def scaled_weights(w: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """`w * scale` in w's dtype: one f32 multiply per weight for f32 weights, else through f64.
+
+    The chain's scale S is accumulated in f64, so f32 weights get round(w * round32(S)) where
+    f64 would give round(w * S): at most one ulp apart, and ResNet-50's 100 MB of weights
+    fold in one pass instead of three (widen, multiply, narrow). Only where every S is a
+    normal f32 or zero, so rounding S loses no more than half an ulp; otherwise f64.
+    """
+    if w.dtype != np.float32:
+        return w.astype(np.float64) * scale
+    mag = np.abs(scale)
+    if not np.all(np.isfinite(scale) & ((mag == 0) | ((mag >= _F32.tiny) & (mag <= _F32.max)))):
+        return w.astype(np.float64) * scale
+    return w * scale.astype(np.float32)
+
+
 def run(graph: Graph) -> Graph:
     """A new Graph with affine per-channel chains folded into conv/matmul weights."""
     users, producer, outputs = graph.users(), graph.producers(), set(graph.outputs)
@@ -128,7 +149,7 @@ def run(graph: Graph) -> Graph:
         wa = graph.constants[w]
         shape = [1] * wa.ndim
         shape[w_axis] = -1
-        w2 = rw.constant(wa.astype(np.float64) * scale.reshape(shape), f"{w.name}.folded", w.dtype)
+        w2 = rw.constant(scaled_weights(wa, scale.reshape(shape)), f"{w.name}.folded", w.dtype)
         last = chain[-1].outputs[0]
         has_shift = bool(np.any(shift != 0))
         y = rw.add(n.op, x, w2, name=n.name, hint=n.outputs[0].name, out=None if has_shift else last, **n.attrs)

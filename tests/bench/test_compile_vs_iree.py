@@ -97,3 +97,18 @@ def test_aotc_is_byte_compiled_as_an_install_leaves_it(monkeypatch):
     monkeypatch.setattr(compileall, "compile_dir", lambda d, quiet=0: seen.append(d) or True)
     cvi.byte_compile_aotc()
     assert any(d.endswith("aotc") for d in seen) and any(d.endswith("cli") for d in seen)
+
+
+def test_default_only_runs_one_aotc_configuration(tmp_path, monkeypatch):
+    seen = []
+
+    def fake(cmd, env=None):
+        seen.append(cmd)
+        return 4.0, 2.0, ""
+    monkeypatch.setattr(cvi, "timed", fake)
+    r = cvi.compare(tmp_path / "m.onnx", cvi.iree_tools(_fake_venv(tmp_path)), tmp_path, configs=("aotc",))
+    aotc_runs = [c for c in seen if "compile" in c and "-q" in c]
+    assert len(aotc_runs) == 1 and "--host" not in aotc_runs[0] and "--arch" not in aotc_runs[0]
+    assert "aotc +host" not in r and r["aotc"] == 4.0 and r["iree"] == 8.0
+    row = cvi.format_row("m", r)
+    assert row.split()[:4] == ["m", "4.0", "-", "-"] and row.split()[7] == "2.00"

@@ -42,6 +42,9 @@ def test_compile_json_summary(model_path, tmp_path):
     assert not s["host_build"] and s["host_library"] == "on first cpu run"     # the default: built when first run
     assert s["nodes_imported"] >= s["nodes_optimized"] > 0 and s["engine_bytes"] == out.stat().st_size
     assert set(s["stage_seconds"]) >= {"import", "passes", "fusion", "codegen", "nvrtc"}
+    # the process's CPU, and the part of it spent while NVRTC ran
+    assert set(s["cpu_seconds"]) == {"total", "during nvrtc"}
+    assert 0 <= s["cpu_seconds"]["during nvrtc"] <= s["cpu_seconds"]["total"]
     res = CliRunner().invoke(main, ["compile", str(model_path), "-o", str(out), "--json", "--arch", "sm_90", "--host"])
     s = json.loads(res.output)
     assert s["host_build"] and s["host_library"] == "embedded" and "host" in s["stage_seconds"]

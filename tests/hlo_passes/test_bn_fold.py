@@ -116,3 +116,47 @@ def test_leaves_an_fp8_dot_and_its_scale_epilogue_alone():
     assert_unchanged(g, snap)
     assert [n.op for n in out.nodes] == [n.op for n in g.nodes]
     assert all(out.constants[v] is g.constants[v] for v in g.constants)
+
+
+def test_f32_weights_scale_in_f32_within_one_ulp_of_f64():
+    rng, _ = fresh_rng()
+    w = random_array(rng, (64, 3, 3, 3))
+    # a batch norm's gamma / sqrt(var + eps), with magnitudes over several decades
+    scale = (rng.uniform(0.5, 2.0, 64) / np.sqrt(rng.uniform(1e-6, 1e3, 64) + 1e-5)).reshape(-1, 1, 1, 1)
+    got = bn_fold.scaled_weights(w, scale)
+    want = (w.astype(np.float64) * scale).astype(np.float32)
+    assert got.dtype == np.float32
+    ulps = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
+    assert ulps.max() <= 1 and 0 < np.count_nonzero(ulps) < ulps.size // 2, np.count_nonzero(ulps)
+
+
+def test_scales_beyond_f32_and_non_f32_weights_fold_in_f64():
+    rng, _ = fresh_rng()
+    w = random_array(rng, (4, 5))
+    tiny = np.array([1e-40, 1.0, 2.0, 0.0]).reshape(-1, 1)     # 1e-40 is subnormal in f32: rounding it loses bits
+    assert bn_fold.scaled_weights(w, tiny).dtype == np.float64
+    np.testing.assert_array_equal(bn_fold.scaled_weights(w, tiny), w.astype(np.float64) * tiny)
+    w64 = w.astype(np.float64)
+    assert bn_fold.scaled_weights(w64, np.full((4, 1), 3.0)).dtype == np.float64
+    w16 = w.astype(np.float16)
+    third = np.full((4, 1), 1 / 3)
+    np.testing.assert_array_equal(bn_fold.scaled_weights(w16, third), w16.astype(np.float64) * third)
+
+
+def test_resnet_block_with_batchnorm_matches_onnxruntime_after_f32_folding():
+    """A conv + BN stack with real BN statistics: the folded graph stays within the e2e tests' 1e-4."""
+    import onnxruntime as ort
+    from aotc.hlo_passes.pipeline import run_pipeline
+    from aotc.ir.interpreter import interpret
+    model, _ = cnn()
+    rng, _ = fresh_rng()
+    g, _ = run_pipeline(import_onnx(model))
+    assert counts(g)["convolution"] == 3 and "batch_norm" not in counts(g)
+    assert sum(".folded" in v.name for v in g.constants) == 2       # both batch norms folded (c1, c2)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {i.name: random_array(rng, tuple(d.dim_value for d in i.type.tensor_type.shape.dim))
+             for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}}
+    want = sess.run(None, feeds)
+    got = interpret(g, feeds)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), b, rtol=1e-4, atol=1e-4)

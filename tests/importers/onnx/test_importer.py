@@ -110,3 +110,34 @@ def test_model_local_functions_are_inlined():
 
 
 
+
+
+def test_large_initializers_become_typed_inputs_without_copying_the_model():
+    from aotc.importers.onnx.importer import LARGE_INITIALIZER, _split_large_initializers
+    from tests.helpers.rng import fresh_rng, random_array
+    rng, _ = fresh_rng()
+    big = random_array(rng, (LARGE_INITIALIZER // 64, 64))
+    small = random_array(rng, (64,))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, LARGE_INITIALIZER // 64])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"), helper.make_node("Add", ["m", "b"], ["y"])]
+    g = helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])],
+                          initializer=[numpy_helper.from_array(big, "w"), numpy_helper.from_array(small, "b")],
+                          doc_string="kept")
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="tests")
+    model.metadata_props.add(key="k", value="v")
+    before = model.SerializeToString()
+    light, split = _split_large_initializers(model)
+    assert model.SerializeToString() == before                  # the caller's model is untouched
+    assert [t.name for t in split] == ["w"] and [t.name for t in light.graph.initializer] == ["b"]
+    assert [i.name for i in light.graph.input] == ["x", "w"]
+    assert light.graph.input[1].type.tensor_type.shape.dim[0].dim_value == big.shape[0]
+    # everything but the large initializer is carried over, field for field
+    expect = onnx.ModelProto()
+    expect.CopyFrom(model)
+    del expect.graph.initializer[0]
+    expect.graph.input.extend([light.graph.input[1]])
+    assert light.SerializeToString() == expect.SerializeToString()
+    feeds = {"x": random_array(rng, (2, LARGE_INITIALIZER // 64))}
+    got = import_onnx(model)
+    from aotc.ir.interpreter import interpret
+    np.testing.assert_allclose(interpret(got, feeds)[0], feeds["x"] @ big + small, rtol=1e-5, atol=1e-4)
