@@ -29,7 +29,7 @@ from aotc.fusion.rules.conv import project_plan as _project_plan
 from aotc.ir import dtypes
 from aotc.kernels.builder import Kernel, KernelBuilder, dot_epilogue, plain_operand, simt_b_mapping, unravel
 from aotc.kernels.emitter import linear
-from aotc.kernels.mma_staging import CHUNK, STAGES, Operand, staging_slots, store_slot
+from aotc.kernels.mma_staging import CHUNK, Operand, staging_slots, store_slot
 from aotc.kernels.template import instantiate
 
 
@@ -92,9 +92,11 @@ def generate_implicit_gemm(b: KernelBuilder) -> Kernel:
         bf16 = x.dtype == dtypes.bf16
         to_elt = "__float2bfloat16" if bf16 else "__float2half"
         op_a, op_b = _mma_operands(b, x, w, mshape, kshape, a, ema.text(), emb.text())
+        elt = "bf16" if bf16 else "f16"
         slots = dict(store=store_slot(epi.text(), b.idx_t, M, N, registers=False), batch=1, m=M, n=N, k=K,
-                     elt="bf16" if bf16 else "f16", ctype=x.dtype.c, stages=STAGES, **staging_slots(op_a, op_b, b.idx_t, x.dtype.c, to_elt, M, N, K,
-                                                    b.param_names.get(x, "nullptr"), b.param_names.get(w, "nullptr")))
+                     elt=elt, ctype=x.dtype.c, **staging_slots(op_a, op_b, b.idx_t, x.dtype.c, to_elt, elt, M, N,
+                                                             b.param_names.get(x, "nullptr"),
+                                                             b.param_names.get(w, "nullptr")))
         return b.finish("dot_mma", slots, grid, (128, 1, 1))
     slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K,
                  **simt_b_mapping(True))             # w[o, *taps, c]: K contiguous
@@ -126,7 +128,7 @@ def _mma_operands(b: KernelBuilder, x, w, mshape, kshape, a, load_a: str, load_b
         wtap = unravel(em, "bk", kshape, "Bk")
         em.emit(f"src = {b.param_names[w]} + {linear(['bn'] + wtap, w.shape)};")
         em.emit("nbytes = 16;")
-        op_b = Operand("B", "k", address=em.text(), load=load_b)
+        op_b = Operand("B", "k", address=em.text(), load=load_b, k_stride="1")    # w[o, *taps, c]: k contiguous
     return op_a, op_b
 
 

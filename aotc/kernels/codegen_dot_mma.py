@@ -16,7 +16,8 @@ from aotc.ir import dtypes, ops
 from aotc.kernels.builder import (Kernel, KernelBuilder, contiguous_dim, dot_epilogue, dot_operand_load,
                                   dot_operand_pointer, plain_operand)
 from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
-from aotc.kernels.mma_staging import STAGES, Operand, can_stage_async, choose_layout, staging_slots, store_slot
+from aotc.kernels.emitter import strides
+from aotc.kernels.mma_staging import Operand, can_stage_async, choose_layout, staging_slots, store_slot
 
 
 def generate_dot_mma(b: KernelBuilder, geometry, row_stats: str = "", norm=None) -> Kernel:
@@ -51,9 +52,10 @@ def generate_dot_mma(b: KernelBuilder, geometry, row_stats: str = "", norm=None)
                     norm or {}, load_a)
     op_b = _operand(b, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, bshape, kshape, nshape, N, K,
                     {} if not gated else None, load_b)
+    elt = "bf16" if bf16 else "f16"
     slots = dict(store=store_slot(em.text(), b.idx_t, M, N, registers=bool(gated)), batch=B, m=M, n=N, k=K,
-                 elt="bf16" if bf16 else "f16", ctype=lhs.dtype.c, row_stats=row_stats, stages=STAGES,
-                 **staging_slots(op_a, op_b, b.idx_t, lhs.dtype.c, to_elt, M, N, K,
+                 elt=elt, ctype=lhs.dtype.c, row_stats=row_stats,
+                 **staging_slots(op_a, op_b, b.idx_t, lhs.dtype.c, to_elt, elt, M, N,
                                  b.param_names.get(lhs, "nullptr"), b.param_names.get(rhs, "nullptr")))
     return b.finish("dot_mma", slots, grid, (128, 1, 1))
 
@@ -72,5 +74,13 @@ def _operand(b: KernelBuilder, which: str, value, batch_dims, dims_x, dims_y, bs
         flat_x, flat_y = ("am", "ak") if which == "A" else ("bk", "bn")
         address = dot_operand_pointer(b, bshape, which, value, batch_dims, dims_x, dims_y, flat_x, flat_y,
                                       shape_x, shape_y, "src", indent=2)
-        return Operand(which, layout, address=address, load=load)
+        return Operand(which, layout, address=address, load=load, k_stride=_k_stride(value, contract))
     return Operand(which, layout, load=load)
+
+
+def _k_stride(value, contract) -> str | None:
+    """Elements between k and k + 1 in a plain operand with one contracted dim (its address is then linear
+    in k); None for several (k unravels into them)."""
+    if len(contract) != 1:
+        return None
+    return str(strides(value.shape)[contract[0]])
