@@ -74,13 +74,14 @@ def _operand(b: KernelBuilder, which: str, value, batch_dims, dims_x, dims_y, bs
         flat_x, flat_y = ("am", "ak") if which == "A" else ("bk", "bn")
         address = dot_operand_pointer(b, bshape, which, value, batch_dims, dims_x, dims_y, flat_x, flat_y,
                                       shape_x, shape_y, "src", indent=2)
-        return Operand(which, layout, address=address, load=load, k_stride=_k_stride(value, contract))
+        return Operand(which, layout, address=address, load=load, k_stride=_stride(value, contract),
+                       mn_stride=_stride(value, free))
     return Operand(which, layout, load=load)
 
 
-def _k_stride(value, contract) -> str | None:
-    """Elements between k and k + 1 in a plain operand with one contracted dim (its address is then linear
-    in k); None for several (k unravels into them)."""
-    if len(contract) != 1:
+def _stride(value, dims) -> str | None:
+    """Elements between x and x + 1 of the flat index over `dims` of a plain operand where that is one dim
+    (the address is then linear in it); None for several (the flat index unravels into them)."""
+    if len(dims) != 1:
         return None
-    return str(strides(value.shape)[contract[0]])
+    return str(strides(value.shape)[dims[0]])

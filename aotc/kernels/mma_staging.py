@@ -29,6 +29,7 @@ BK = 64            # K per pipeline stage
 STAGES = 2         # stage buffers of dot_mma.cu (2 x 2 x 8 KiB of shared memory)
 TILE = 64 * BK     # b16 elements of one operand's stage
 ROWS = 4           # 16-byte chunks (rows of the tile) each thread stages per operand and stage
+ROW_MARK = "@"     # in Operand.row_setup and .address: the index of the thread's chunk row
 
 
 @dataclass
@@ -40,12 +41,25 @@ class Operand:
     (elem) is code that sets the element's f32 value. The coordinate variables are
     (am, ak) for A, (bn, bk) for B; the value is `a` for A, `bv` for B. `k_stride`, where given, is the
     C expression of the elements between k and k + 1 at the same m (or n): the address is then linear
-    in k and hoisted out of the loop."""
+    in k and hoisted out of the loop; `mn_stride` likewise between m and m + 1 (n and n + 1): the thread's
+    four chunks then share one pointer. `row_setup` (async, not linear in k) is code run before the loop for
+    each of the thread's chunk rows, whose names carry ROW_MARK, replaced by the chunk's index; `address`
+    may use them (a conv's pixel coordinates); such an operand's `stage_setup` runs once a stage before its
+    rows (the k coordinates the rows share), and its `address` sets src and nbytes without a branch."""
     which: str
     layout: str
     address: str | None = None
     load: str | None = None
     k_stride: str | None = None
+    mn_stride: str | None = None
+    row_setup: str | None = None
+    stage_setup: str = ""
+
+    @property
+    def chunk_stride(self) -> str | None:
+        """Elements between the thread's consecutive chunks (16 rows of the tile apart), if constant."""
+        step = self.k_stride if self.layout == "mn" else self.mn_stride
+        return f"16 * ({step})" if self.k_stride and step else None
 
     @property
     def is_async(self) -> bool:
@@ -85,16 +99,24 @@ def _pointer(op: Operand, l: int) -> tuple[str, str]:
 
 
 def setup_code(op: Operand, idx_t: str, ctype: str, mn: str, base: str) -> str:
-    """Before the loop, for an async operand linear in k: each of the thread's chunks' pointer at k = kbeg
-    (`base` where the row lies past `mn`) and whether that row (m or n) exists."""
-    if not (op.is_async and op.k_stride):
+    """Before the loop, for an async operand: the thread's offset in the tile; where the address is linear
+    in k, each of the thread's chunks' pointer at k = kbeg (one pointer where the chunks are a constant
+    stride apart) and whether its row (m or n) exists."""
+    if not op.is_async:
         return ""
     vmn = _names(op.which)[1]
-    out = []
+    out = [f"const int {op.which}_s = aotc_swz_mn64(threadIdx.x >> 3, threadIdx.x & 7);"]
+    if op.row_setup:
+        out += [op.row_setup.replace(ROW_MARK, str(l)) for l in range(ROWS)]
+    if not op.k_stride:
+        return "\n".join(out)
     for l in range(ROWS):
         p, ok = _pointer(op, l)
-        out.append(f"const {ctype} *{p} = {base};\nbool {ok} = false;\n{{\n"
-                   f"{_indent(_chunk_coords(op, l, idx_t, 'kbeg'), 2)}\n"
+        coords = _indent(_chunk_coords(op, l, idx_t, "kbeg"), 2)
+        if op.chunk_stride and l:
+            out.append(f"bool {ok};\n{{\n{coords}\n  {ok} = {vmn} < {mn};\n}}")
+            continue
+        out.append(f"const {ctype} *{p} = {base};\nbool {ok} = false;\n{{\n{coords}\n"
                    f"  if ({vmn} < {mn}) {{\n    const {ctype} *src = {base};\n    unsigned nbytes = 0;\n"
                    f"{_indent(op.address, 2)}\n    {p} = src;\n    {ok} = nbytes != 0;\n  }}\n}}")
     return "\n".join(out)
@@ -110,10 +132,17 @@ def stage_code(op: Operand, idx_t: str, ctype: str, to_elt: str, mn: str, base: 
         out = []
         for l in range(ROWS):
             p, ok = _pointer(op, l)
+            ptr = f"{_pointer(op, 0)[0]} + {l} * {op.chunk_stride}" if op.chunk_stride and l else p
             out.append(f"{{\n{_indent(_chunk_coords(op, l, idx_t, 'k0'), 2)}\n"
-                       f"  aotc_cp_async_16(&{tile}[st][aotc_swz_mn64(r, c)], {p} + (k0 - kbeg) * ({op.k_stride}), "
+                       f"  aotc_cp_async_16(&{tile}[st][{op.which}_s + {1024 * l}], {ptr} + (k0 - kbeg) * ({op.k_stride}), "
                        f"{ok} && {vk} < kend ? 16u : 0u);\n}}")
         return "\n".join(out)
+    if op.is_async and op.row_setup:
+        rows = "\n".join(
+            f"{{\n{_indent(_chunk_coords(op, l, idx_t, 'k0'), 2)}\n  const {ctype} *src;\n  unsigned nbytes;\n"
+            f"{op.address.replace(ROW_MARK, str(l))}\n  if (!({vmn} < {mn} && {vk} < kend)) nbytes = 0;\n"
+            f"  aotc_cp_async_16(&{tile}[st][{op.which}_s + {1024 * l}], src, nbytes);\n}}" for l in range(ROWS))
+        return f"{{\n{_indent(op.stage_setup, 2)}\n{_indent(rows, 2)}\n}}"
     if op.is_async:
         return (f"#pragma unroll\nfor (int l = 0; l < {ROWS}; ++l) {{\n"
                 f"  const int r = (threadIdx.x >> 3) + 16 * l, c = threadIdx.x & 7;\n"
@@ -121,7 +150,7 @@ def stage_code(op: Operand, idx_t: str, ctype: str, to_elt: str, mn: str, base: 
                 f"  const {ctype} *src = {base};\n"
                 f"  unsigned nbytes = 0;\n"
                 f"  if ({vmn} < {mn} && {vk} < kend) {{\n{op.address}\n  }}\n"
-                f"  aotc_cp_async_16(&{tile}[st][aotc_swz_mn64(r, c)], src, nbytes);\n}}")
+                f"  aotc_cp_async_16(&{tile}[st][{op.which}_s + 1024 * l], src, nbytes);\n}}")
     if op.layout == "k":              # e -> (row, kk): 32 consecutive k of a row per warp
         coords = (f"const int r = e >> 6, kk = e & 63;\n"
                   f"const {idx_t} {vmn} = {'m0' if op.which == 'A' else 'n0'} + r, {vk} = k0 + kk;")
@@ -184,7 +213,7 @@ def mainloop_code(a: Operand, b: Operand, idx_t: str, ctype: str, to_elt: str, e
 
 
 def _per_element(op: Operand) -> Operand:
-    return replace(op, address=None, k_stride=None) if op.is_async and op.load is not None else op
+    return replace(op, address=None, k_stride=None, row_setup=None) if op.is_async and op.load is not None else op
 
 
 def staging_slots(a: Operand, b: Operand, idx_t: str, ctype: str, to_elt: str, elt: str, m, n,
