@@ -94,6 +94,20 @@ def _chunk_coords(op: Operand, l: int, idx_t: str, k0: str) -> str:
     return head + f"const {idx_t} {vmn} = {origin} + {CHUNK} * c, {vk} = {k0} + r;"
 
 
+def _inside(vmn: str, mn: str, vk: str | None = None) -> str:
+    """The condition that (vmn, vk) lies in the operand; a static extent that is a whole number of tiles
+    needs no m (n) test, since every block's rows lie inside it."""
+    terms = [] if mn.isdigit() and int(mn) % 64 == 0 else [f"{vmn} < {mn}"]
+    terms += [f"{vk} < kend"] if vk else []
+    return " && ".join(terms) or "true"
+
+
+def _dst(op: Operand, l: int | str) -> str:
+    """Bytes from the stage buffers' start to the thread's `l`-th chunk of buffer `st` (16 rows apart)."""
+    step = f"{l} * 2048" if isinstance(l, str) else str(2048 * l)
+    return f"{op.which}_s + st * {2 * TILE} + {step}"
+
+
 def _pointer(op: Operand, l: int) -> tuple[str, str]:
     return f"{op.which}_p{l}", f"{op.which}_ok{l}"
 
@@ -105,7 +119,8 @@ def setup_code(op: Operand, idx_t: str, ctype: str, mn: str, base: str) -> str:
     if not op.is_async:
         return ""
     vmn = _names(op.which)[1]
-    out = [f"const int {op.which}_s = aotc_swz_mn64(threadIdx.x >> 3, threadIdx.x & 7);"]
+    tile = 0 if op.which == "A" else _B_TILES
+    out = [f"const unsigned {op.which}_s = aotc_swz_mn64(threadIdx.x >> 3, threadIdx.x & 7) * 2 + {tile};"]
     if op.row_setup:
         out += [op.row_setup.replace(ROW_MARK, str(l)) for l in range(ROWS)]
     if not op.k_stride:
@@ -114,11 +129,11 @@ def setup_code(op: Operand, idx_t: str, ctype: str, mn: str, base: str) -> str:
         p, ok = _pointer(op, l)
         coords = _indent(_chunk_coords(op, l, idx_t, "kbeg"), 2)
         if op.chunk_stride and l:
-            out.append(f"bool {ok};\n{{\n{coords}\n  {ok} = {vmn} < {mn};\n}}")
+            out.append(f"bool {ok};\n{{\n{coords}\n  {ok} = {_inside(vmn, mn)};\n}}")
             continue
-        out.append(f"const {ctype} *{p} = {base};\nbool {ok} = false;\n{{\n{coords}\n"
-                   f"  if ({vmn} < {mn}) {{\n    const {ctype} *src = {base};\n    unsigned nbytes = 0;\n"
-                   f"{_indent(op.address, 2)}\n    {p} = src;\n    {ok} = nbytes != 0;\n  }}\n}}")
+        out.append(f"{idx_t} {p} = 0;\nbool {ok} = false;\n{{\n{coords}\n"
+                   f"  if ({_inside(vmn, mn)}) {{\n    const {ctype} *src = {base};\n    unsigned nbytes = 0;\n"
+                   f"{_indent(op.address, 2)}\n    {p} = ({idx_t})(src - {base});\n    {ok} = nbytes != 0;\n  }}\n}}")
     return "\n".join(out)
 
 
@@ -132,16 +147,16 @@ def stage_code(op: Operand, idx_t: str, ctype: str, to_elt: str, mn: str, base: 
         out = []
         for l in range(ROWS):
             p, ok = _pointer(op, l)
-            ptr = f"{_pointer(op, 0)[0]} + {l} * {op.chunk_stride}" if op.chunk_stride and l else p
+            off = f"{_pointer(op, 0)[0]} + {l} * {op.chunk_stride}" if op.chunk_stride and l else p
             out.append(f"{{\n{_indent(_chunk_coords(op, l, idx_t, 'k0'), 2)}\n"
-                       f"  aotc_cp_async_16(&{tile}[st][{op.which}_s + {1024 * l}], {ptr} + (k0 - kbeg) * ({op.k_stride}), "
+                       f"  aotc_cp_async_16_at(aotc_smem, {_dst(op, l)}, {base} + ({off} + (k0 - kbeg) * ({op.k_stride})), "
                        f"{ok} && {vk} < kend ? 16u : 0u);\n}}")
         return "\n".join(out)
     if op.is_async and op.row_setup:
         rows = "\n".join(
             f"{{\n{_indent(_chunk_coords(op, l, idx_t, 'k0'), 2)}\n  const {ctype} *src;\n  unsigned nbytes;\n"
-            f"{op.address.replace(ROW_MARK, str(l))}\n  if (!({vmn} < {mn} && {vk} < kend)) nbytes = 0;\n"
-            f"  aotc_cp_async_16(&{tile}[st][{op.which}_s + {1024 * l}], src, nbytes);\n}}" for l in range(ROWS))
+            f"{op.address.replace(ROW_MARK, str(l))}\n  if (!({_inside(vmn, mn, vk)})) nbytes = 0;\n"
+            f"  aotc_cp_async_16_at(aotc_smem, {_dst(op, l)}, src, nbytes);\n}}" for l in range(ROWS))
         return f"{{\n{_indent(op.stage_setup, 2)}\n{_indent(rows, 2)}\n}}"
     if op.is_async:
         return (f"#pragma unroll\nfor (int l = 0; l < {ROWS}; ++l) {{\n"
@@ -149,8 +164,8 @@ def stage_code(op: Operand, idx_t: str, ctype: str, to_elt: str, mn: str, base: 
                 + _indent(_chunk_coords(op, 0, idx_t, "k0").split("\n", 1)[1], 2) + "\n"
                 f"  const {ctype} *src = {base};\n"
                 f"  unsigned nbytes = 0;\n"
-                f"  if ({vmn} < {mn} && {vk} < kend) {{\n{op.address}\n  }}\n"
-                f"  aotc_cp_async_16(&{tile}[st][{op.which}_s + 1024 * l], src, nbytes);\n}}")
+                f"  if ({_inside(vmn, mn, vk)}) {{\n{op.address}\n  }}\n"
+                f"  aotc_cp_async_16_at(aotc_smem, {_dst(op, 'l')}, src, nbytes);\n}}")
     if op.layout == "k":              # e -> (row, kk): 32 consecutive k of a row per warp
         coords = (f"const int r = e >> 6, kk = e & 63;\n"
                   f"const {idx_t} {vmn} = {'m0' if op.which == 'A' else 'n0'} + r, {vk} = k0 + kk;")
@@ -161,30 +176,43 @@ def stage_code(op: Operand, idx_t: str, ctype: str, to_elt: str, mn: str, base: 
     return (f"{unroll}\nfor (int l = 0; l < {TILE // 128}; ++l) {{\n"
             f"  const int e = threadIdx.x + 128 * l;\n{_indent(coords, 2)}\n"
             f"  float {val} = 0.0f;\n"
-            f"  if ({vmn} < {mn} && {vk} < kend) {{\n{op.load}\n  }}\n"
+            f"  if ({_inside(vmn, mn, vk)}) {{\n{op.load}\n  }}\n"
             f"  {tile}[st][aotc_swz_mn64(r, kk >> 3) + (kk & 7)] = {to_elt}({val});\n}}")
+
+
+# Fragment reads: each lane's ldmatrix row, in bytes from the start of the stage buffers, splits into a
+# part that the swizzle makes lane-dependent, kept in registers {A,B}_f[] before the loop, and constants
+# (the stage buffer, and 16 tile rows: 2048 bytes) that fold into the instruction. A "k" tile's k16 steps
+# move along its chunks (XOR-swizzled: one register each); an "mn" tile's move 16 rows down (a constant),
+# and its two matrices columns 16 apart are the registers. mi = lane / 8 numbers the lane's matrix.
+_B_TILES = 2 * 2 * TILE        # bytes from the stage buffers' start to B's (As holds two stages first)
+
+
+def fragment_setup(op: Operand) -> str:
+    """The registers {A,B}_f[4] ("k": per k16 step) or [2] ("mn": per 16 columns) of fragment_code."""
+    x = "wm" if op.which == "A" else "wn"
+    if op.layout == "k":              # A: rows +0/+8 by mi & 1, k 0-7/8-15 by mi >> 1; B the other way
+        row, half = ("((lane >> 3) & 1)", "(lane >> 4)") if op.which == "A" else ("(lane >> 4)", "((lane >> 3) & 1)")
+        return (f"unsigned {op.which}_f[4];\n#pragma unroll\nfor (int ks = 0; ks < 4; ++ks)\n"
+                f"  {op.which}_f[ks] = (({x} + 8 * {row} + (lane & 7)) * 64 + (((2 * ks + {half}) ^ (lane & 7)) << 3)) * 2;")
+    row, col = ("(lane >> 4)", "((lane >> 3) & 1)") if op.which == "A" else ("((lane >> 3) & 1)", "(lane >> 4)")
+    return (f"unsigned {op.which}_f[2];\n#pragma unroll\nfor (int h = 0; h < 2; ++h)\n"
+            f"  {op.which}_f[h] = (((lane & 7) + 8 * {row}) * 64 + (((({x} >> 3) + 2 * h + {col}) ^ (lane & 7)) << 3)) * 2;")
 
 
 def fragment_code(op: Operand) -> str:
     """Code reading the warp's fragments of k16 step `ks` of stage `cur` into af[nb] (A: 2 x 4 registers)
-    or bf[nb] (B: 4 x 2), the mma.m16n8k16 layouts."""
-    if op.which == "A":               # af[nb][i] = 4 matrices: (rows +0/+8) x (k 0-7 / 8-15)
-        if op.layout == "k":
-            addr = "aotc_swz_mn64(wm + 16 * i + (lane & 7) + 8 * (mi & 1), 2 * ks + (mi >> 1))"
-            call = "aotc_ldmatrix_x4"
-        else:
-            addr = "aotc_swz_mn64(16 * ks + (lane & 7) + 8 * (mi >> 1), (wm >> 3) + 2 * i + (mi & 1))"
-            call = "aotc_ldmatrix_x4_trans"
-        return (f"#pragma unroll\nfor (int i = 0; i < 2; ++i) {{\n  const int mi = lane >> 3;\n"
-                f"  {call}(af[nb][i], &As[cur][{addr}]);\n}}")
-    if op.layout == "k":              # bf[nb][j], bf[nb][j+1] = 4 matrices: (columns j / j+1) x (k 0-7 / 8-15)
-        addr = "aotc_swz_mn64(wn + 8 * (j + (mi >> 1)) + (lane & 7), 2 * ks + (mi & 1))"
-        call = "aotc_ldmatrix_x4"
+    or bf[nb] (B: 4 x 2), the mma.m16n8k16 layouts; `i` (A) or `j / 2` (B) is 16 rows or columns on."""
+    trans = "_trans" if op.layout == "mn" else ""
+    if op.layout == "k":
+        off = f"{op.which}_f[ks] + cur * {2 * TILE} + {'i' if op.which == 'A' else '(j >> 1)'} * 2048"
     else:
-        addr = "aotc_swz_mn64(16 * ks + (lane & 7) + 8 * (mi & 1), (wn >> 3) + j + (mi >> 1))"
-        call = "aotc_ldmatrix_x4_trans"
-    return (f"#pragma unroll\nfor (int j = 0; j < 4; j += 2) {{\n  const int mi = lane >> 3;\n  unsigned r4[4];\n"
-            f"  {call}(r4, &Bs[cur][{addr}]);\n"
+        off = f"{op.which}_f[{'i' if op.which == 'A' else 'j >> 1'}] + cur * {2 * TILE} + ks * 2048"
+    if op.which == "A":
+        return (f"#pragma unroll\nfor (int i = 0; i < 2; ++i)\n"
+                f"  aotc_ldmatrix_x4{trans}_at(af[nb][i], aotc_smem, {off});")
+    return (f"#pragma unroll\nfor (int j = 0; j < 4; j += 2) {{\n  unsigned r4[4];\n"
+            f"  aotc_ldmatrix_x4{trans}_at(r4, aotc_smem + {_B_TILES}, {off});\n"
             f"  bf[nb][j][0] = r4[0];\n  bf[nb][j][1] = r4[1];\n  bf[nb][j + 1][0] = r4[2];\n  bf[nb][j + 1][1] = r4[3];\n}}")
 
 
@@ -206,7 +234,8 @@ def mainloop_code(a: Operand, b: Operand, idx_t: str, ctype: str, to_elt: str, e
     return instantiate("mma_mainloop.part", dict(
         idx_t=idx_t, elt=elt,
         setup=_indent("\n".join(s for s in (setup_code(a, idx_t, ctype, str(m), base_a),
-                                            setup_code(b, idx_t, ctype, str(n), base_b)) if s), pad),
+                                            setup_code(b, idx_t, ctype, str(n), base_b),
+                                            fragment_setup(a), fragment_setup(b)) if s), pad),
         stage_a=_indent(stage_code(a, idx_t, ctype, to_elt, str(m), base_a, rolled), pad + 4),
         stage_b=_indent(stage_code(b, idx_t, ctype, to_elt, str(n), base_b, rolled), pad + 4),
         frag_a=_indent(fragment_code(a), pad + 6), frag_b=_indent(fragment_code(b), pad + 6)), indent=pad)
