@@ -109,31 +109,35 @@ def _dst(op: Operand, l: int | str) -> str:
 
 
 def _pointer(op: Operand, l: int) -> tuple[str, str]:
-    return f"{op.which}_p{l}", f"{op.which}_ok{l}"
+    """The names of chunk `l`'s offset from the operand's base and of its k bound: kend, or kbeg where
+    its row lies past the operand (it then reads nothing)."""
+    return f"{op.which}_p{l}", f"{op.which}_kl{l}"
 
 
 def setup_code(op: Operand, idx_t: str, ctype: str, mn: str, base: str) -> str:
     """Before the loop, for an async operand: the thread's offset in the tile; where the address is linear
     in k, each of the thread's chunks' pointer at k = kbeg (one pointer where the chunks are a constant
-    stride apart) and whether its row (m or n) exists."""
+    stride apart) and its k bound (kbeg where its row lies past `mn`: it reads nothing)."""
     if not op.is_async:
         return ""
     vmn = _names(op.which)[1]
     tile = 0 if op.which == "A" else _B_TILES
     out = [f"const unsigned {op.which}_s = aotc_swz_mn64(threadIdx.x >> 3, threadIdx.x & 7) * 2 + {tile};"]
-    if op.row_setup:
-        out += [op.row_setup.replace(ROW_MARK, str(l)) for l in range(ROWS)]
+    if op.row_setup:            # a row past `mn` reads nothing: its k bound is kbeg (one compare a stage)
+        origin = "m0" if op.which == "A" else "n0"
+        out += [op.row_setup.replace(ROW_MARK, str(l)) + f"\nconst {idx_t} {op.which}_kl{l} = "
+                f"{_inside(f'{origin} + (threadIdx.x >> 3) + {16 * l}', mn)} ? kend : kbeg;" for l in range(ROWS)]
     if not op.k_stride:
         return "\n".join(out)
     for l in range(ROWS):
         p, ok = _pointer(op, l)
         coords = _indent(_chunk_coords(op, l, idx_t, "kbeg"), 2)
         if op.chunk_stride and l:
-            out.append(f"bool {ok};\n{{\n{coords}\n  {ok} = {_inside(vmn, mn)};\n}}")
+            out.append(f"{idx_t} {ok};\n{{\n{coords}\n  {ok} = {_inside(vmn, mn)} ? kend : kbeg;\n}}")
             continue
-        out.append(f"{idx_t} {p} = 0;\nbool {ok} = false;\n{{\n{coords}\n"
+        out.append(f"{idx_t} {p} = 0, {ok} = kbeg;\n{{\n{coords}\n"
                    f"  if ({_inside(vmn, mn)}) {{\n    const {ctype} *src = {base};\n    unsigned nbytes = 0;\n"
-                   f"{_indent(op.address, 2)}\n    {p} = ({idx_t})(src - {base});\n    {ok} = nbytes != 0;\n  }}\n}}")
+                   f"{_indent(op.address, 2)}\n    {p} = ({idx_t})(src - {base});\n    {ok} = nbytes ? kend : kbeg;\n  }}\n}}")
     return "\n".join(out)
 
 
@@ -150,12 +154,12 @@ def stage_code(op: Operand, idx_t: str, ctype: str, to_elt: str, mn: str, base: 
             off = f"{_pointer(op, 0)[0]} + {l} * {op.chunk_stride}" if op.chunk_stride and l else p
             out.append(f"{{\n{_indent(_chunk_coords(op, l, idx_t, 'k0'), 2)}\n"
                        f"  aotc_cp_async_16_at(aotc_smem, {_dst(op, l)}, {base} + ({off} + (k0 - kbeg) * ({op.k_stride})), "
-                       f"{ok} && {vk} < kend ? 16u : 0u);\n}}")
+                       f"{vk} < {ok} ? 16u : 0u);\n}}")
         return "\n".join(out)
     if op.is_async and op.row_setup:
         rows = "\n".join(
             f"{{\n{_indent(_chunk_coords(op, l, idx_t, 'k0'), 2)}\n  const {ctype} *src;\n  unsigned nbytes;\n"
-            f"{op.address.replace(ROW_MARK, str(l))}\n  if (!({_inside(vmn, mn, vk)})) nbytes = 0;\n"
+            f"{op.address.replace(ROW_MARK, str(l))}\n  if (!({vk} < {op.which}_kl{l})) nbytes = 0;\n"
             f"  aotc_cp_async_16_at(aotc_smem, {_dst(op, l)}, src, nbytes);\n}}" for l in range(ROWS))
         return f"{{\n{_indent(op.stage_setup, 2)}\n{_indent(rows, 2)}\n}}"
     if op.is_async:
@@ -231,14 +235,19 @@ def mainloop_code(a: Operand, b: Operand, idx_t: str, ctype: str, to_elt: str, e
                   base_a: str, base_b: str, rolled: bool = False) -> str:
     """One instantiation of mma_mainloop.part for this pair of operands (4 spaces deep)."""
     pad = 4
+    stage_a = stage_code(a, idx_t, ctype, to_elt, str(m), base_a, rolled)
+    stage_b = stage_code(b, idx_t, ctype, to_elt, str(n), base_b, rolled)
+
+    def step(cur: int) -> str:
+        return instantiate("mma_kstep.part", dict(
+            cur=cur, idx_t=idx_t, elt=elt, stage_a=_indent(stage_a, 4), stage_b=_indent(stage_b, 4),
+            frag_a=_indent(fragment_code(a), 6), frag_b=_indent(fragment_code(b), 6)), indent=pad + 2)
     return instantiate("mma_mainloop.part", dict(
-        idx_t=idx_t, elt=elt,
+        idx_t=idx_t, even=step(0), odd=step(1),
         setup=_indent("\n".join(s for s in (setup_code(a, idx_t, ctype, str(m), base_a),
                                             setup_code(b, idx_t, ctype, str(n), base_b),
                                             fragment_setup(a), fragment_setup(b)) if s), pad),
-        stage_a=_indent(stage_code(a, idx_t, ctype, to_elt, str(m), base_a, rolled), pad + 4),
-        stage_b=_indent(stage_code(b, idx_t, ctype, to_elt, str(n), base_b, rolled), pad + 4),
-        frag_a=_indent(fragment_code(a), pad + 6), frag_b=_indent(fragment_code(b), pad + 6)), indent=pad)
+        stage_a=_indent(stage_a, pad + 2), stage_b=_indent(stage_b, pad + 2)), indent=pad)
 
 
 def _per_element(op: Operand) -> Operand:
