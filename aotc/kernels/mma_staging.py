@@ -178,7 +178,7 @@ def stage_code(op: Operand, idx_t: str, ctype: str, to_elt: str, mn: str, base: 
                   f"const {idx_t} {vmn} = {'m0' if op.which == 'A' else 'n0'} + kk, {vk} = k0 + r;")
     unroll = "#pragma unroll 1" if rolled else "#pragma unroll"
     return (f"{unroll}\nfor (int l = 0; l < {TILE // 128}; ++l) {{\n"
-            f"  const int e = threadIdx.x + 128 * l;\n{_indent(coords, 2)}\n"
+            f"  const int e = aotc_fresh(threadIdx.x + 128 * l);\n{_indent(coords, 2)}\n"
             f"  float {val} = 0.0f;\n"
             f"  if ({_inside(vmn, mn, vk)}) {{\n{op.load}\n  }}\n"
             f"  {tile}[st][aotc_swz_mn64(r, kk >> 3) + (kk & 7)] = {to_elt}({val});\n}}")

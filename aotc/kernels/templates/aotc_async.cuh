@@ -246,6 +246,18 @@ __device__ __forceinline__ void aotc_ldmatrix_x4_trans_at(unsigned r[4], const v
 __device__ __forceinline__ int aotc_swz_k16(int row, int chunk) { return row * 16 + ((chunk ^ ((row >> 2) & 1)) << 3); }
 __device__ __forceinline__ int aotc_swz_mn64(int row, int chunk) { return row * 64 + ((chunk ^ (row & 7)) << 3); }
 
+// aotc_fresh(x): x, recomputed where it stands: the compiler may not hoist what depends on it out of a loop
+// (dot_mma's per-element staging: 32 rows' index math hoisted out of the K loop took 250 registers).
+#if defined(AOTC_HOST_EMU)
+__device__ __forceinline__ int aotc_fresh(int x) { return x; }
+#else
+__device__ __forceinline__ int aotc_fresh(int x) {
+  int y;
+  asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+#endif
+
 __device__ __forceinline__ void aotc_cp_async_wait_all() {
   aotc_cp_async_commit();
   aotc_cp_async_wait<0>();
