@@ -133,7 +133,8 @@ def _async_input(b: KernelBuilder, x, mshape, kshape, a, load_a: str) -> Operand
     pix = unravel(rows, f"(m0 + (threadIdx.x >> 3) + 16 * {ROW_MARK})", mshape, f"Ar{ROW_MARK}_")
     origin = [] if pix[0] == "0" else [f"({pix[0]}) * {st[0]}"]
     taps = b.emitter(indent=0)
-    taps.emit(f"const {idx_t} ak = k0 + {CHUNK} * (threadIdx.x & 7);")
+    # k >= 0: unsigned, the tap's divisions by constants need no sign fix-ups
+    taps.emit(f"const {'unsigned' if idx_t == 'int' else idx_t} ak = k0 + {CHUNK} * (threadIdx.x & 7);")
     tap = unravel(taps, "ak", kshape, "Ak")
     offset, conds = [tap[-1]], []
     for j, (o, k) in enumerate(zip(pix[1:], tap[:-1])):
