@@ -29,8 +29,8 @@ from aotc.fusion.rules.conv import project_plan as _project_plan
 from aotc.ir import dtypes
 from aotc.kernels.builder import (Kernel, KernelBuilder, dot_epilogue, plain_operand, simt_grid, simt_tile_slots,
                                   simt_tiling, unravel)
-from aotc.kernels.emitter import linear
-from aotc.kernels.mma_staging import CHUNK, STAGES, Operand, staging_slots, store_slot
+from aotc.kernels.emitter import linear, strides
+from aotc.kernels.mma_staging import CHUNK, ROW_MARK, Operand, staging_slots, store_slot
 from aotc.kernels.template import instantiate
 
 
@@ -93,9 +93,11 @@ def generate_implicit_gemm(b: KernelBuilder) -> Kernel:
         bf16 = x.dtype == dtypes.bf16
         to_elt = "__float2bfloat16" if bf16 else "__float2half"
         op_a, op_b = _mma_operands(b, x, w, mshape, kshape, a, ema.text(), emb.text())
+        elt = "bf16" if bf16 else "f16"
         slots = dict(store=store_slot(epi.text(), b.idx_t, M, N, registers=False), batch=1, m=M, n=N, k=K,
-                     elt="bf16" if bf16 else "f16", ctype=x.dtype.c, stages=STAGES, **staging_slots(op_a, op_b, b.idx_t, x.dtype.c, to_elt, M, N, K,
-                                                    b.param_names.get(x, "nullptr"), b.param_names.get(w, "nullptr")))
+                     elt=elt, ctype=x.dtype.c, **staging_slots(op_a, op_b, b.idx_t, x.dtype.c, to_elt, elt, M, N,
+                                                             b.param_names.get(x, "nullptr"),
+                                                             b.param_names.get(w, "nullptr")))
         return b.finish("dot_mma", slots, grid, (128, 1, 1))
     tiling = simt_tiling(b, 1, M, N, K)
     slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K,
@@ -111,25 +113,46 @@ def _mma_operands(b: KernelBuilder, x, w, mshape, kshape, a, load_a: str, load_b
     chunks = isinstance(C, int) and C % CHUNK == 0
     op_a = Operand("A", "k", load=load_a)
     if chunks and plain_operand(b, x):
-        em = b.emitter(indent=2)
-        pix = unravel(em, "am", mshape, "Am")
-        tap = unravel(em, "ak", kshape, "Ak")
-        q, inside = _tap_coords(em, pix[1:], tap[:-1], a, x.shape[1:-1], "Aq")
-        if inside:
-            em.open(f"if ({inside})")
-        em.emit(f"src = {b.param_names[x]} + {linear([pix[0]] + q + [tap[-1]], x.shape)};")
-        em.emit("nbytes = 16;")
-        if inside:
-            em.close()
-        op_a = Operand("A", "k", address=em.text(), load=load_a)
+        op_a = _async_input(b, x, mshape, kshape, a, load_a)
     op_b = Operand("B", "k", load=load_b)
     if chunks and plain_operand(b, w):
         em = b.emitter(indent=2)
         wtap = unravel(em, "bk", kshape, "Bk")
         em.emit(f"src = {b.param_names[w]} + {linear(['bn'] + wtap, w.shape)};")
         em.emit("nbytes = 16;")
-        op_b = Operand("B", "k", address=em.text(), load=load_b)
+        op_b = Operand("B", "k", address=em.text(), load=load_b, k_stride="1",
+                       mn_stride=str(math.prod(kshape)))    # w[o, *taps, c]: k contiguous
     return op_a, op_b
+
+
+def _async_input(b: KernelBuilder, x, mshape, kshape, a, load_a: str) -> Operand:
+    """The implicit GEMM's A by cp.async, its address split so the loop does little: each of the thread's
+    rows (pixels) gets its window origin once (offset Ao@ and coordinates Ay@_j), each stage its tap's
+    offset once (ak is the same for the thread's four rows), and a row then adds the two and checks the
+    padding without a branch."""
+    idx_t, sizes, st = b.idx_t, x.shape[1:-1], strides(x.shape)
+    rows = b.emitter(indent=0)
+    pix = unravel(rows, f"(m0 + (threadIdx.x >> 3) + 16 * {ROW_MARK})", mshape, f"Ar{ROW_MARK}_")
+    origin = [] if pix[0] == "0" else [f"({pix[0]}) * {st[0]}"]
+    taps = b.emitter(indent=0)
+    # k >= 0: unsigned, the tap's divisions by constants need no sign fix-ups
+    taps.emit(f"const {'unsigned' if idx_t == 'int' else idx_t} ak = k0 + {CHUNK} * (threadIdx.x & 7);")
+    tap = unravel(taps, "ak", kshape, "Ak")
+    offset, conds = [tap[-1]], []
+    for j, (o, k) in enumerate(zip(pix[1:], tap[:-1])):
+        s, d, (lo, _) = a["strides"][j], a["dilations"][j], a["padding"][j]
+        rows.emit(f"const {idx_t} Ay{ROW_MARK}_{j} = {o} * {s} - {lo};")
+        taps.emit(f"const {idx_t} At{j} = {k} * {d};")
+        origin.append(f"Ay{ROW_MARK}_{j} * {st[j + 1]}")
+        offset.append(f"At{j} * {st[j + 1]}")
+        if a["padding"][j] != (0, 0):
+            conds.append(f"(unsigned)(Ay{ROW_MARK}_{j} + At{j}) < {sizes[j]}u")
+    rows.emit(f"const {idx_t} Ao{ROW_MARK} = {' + '.join(origin) or '0'};")
+    taps.emit(f"const {idx_t} Ako = {' + '.join(offset)};")
+    cond = " && ".join(conds)       # one 32-bit sum and one wide multiply-add make the row's pointer
+    address = (f"  src = {b.param_names[x]} + (Ao{ROW_MARK} + Ako);\n"
+               f"  nbytes = {f'{cond} ? 16u : 0u' if cond else '16u'};")
+    return Operand("A", "k", address=address, load=load_a, row_setup=rows.text(), stage_setup=taps.text())
 
 
 def depthwise_fits(b: KernelBuilder) -> bool:

@@ -16,7 +16,9 @@ from aotc.ir import dtypes, ops
 from aotc.kernels.builder import (Kernel, KernelBuilder, contiguous_dim, dot_epilogue, dot_operand_load,
                                   dot_operand_pointer, plain_operand)
 from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
-from aotc.kernels.mma_staging import STAGES, Operand, can_stage_async, choose_layout, staging_slots, store_slot
+from aotc.kernels.emitter import strides
+from aotc.kernels.mma_views import view_operand
+from aotc.kernels.mma_staging import Operand, can_stage_async, choose_layout, staging_slots, store_slot
 
 
 def generate_dot_mma(b: KernelBuilder, geometry, row_stats: str = "", norm=None) -> Kernel:
@@ -47,20 +49,22 @@ def generate_dot_mma(b: KernelBuilder, geometry, row_stats: str = "", norm=None)
         return b.finish("dot_tf32", slots, grid, (128, 1, 1))
     bf16 = lhs.dtype == dtypes.bf16
     to_elt = "__float2bfloat16" if bf16 else "__float2half"
-    op_a = _operand(b, "A", lhs, a["lhs_batch"], lf, a["lhs_contract"], bshape, mshape, kshape, M, K,
+    op_a, base_a = _operand(b, "A", lhs, a["lhs_batch"], lf, a["lhs_contract"], bshape, mshape, kshape, M, K,
                     norm or {}, load_a)
-    op_b = _operand(b, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, bshape, kshape, nshape, N, K,
+    op_b, base_b = _operand(b, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, bshape, kshape, nshape, N, K,
                     {} if not gated else None, load_b)
+    elt = "bf16" if bf16 else "f16"
     slots = dict(store=store_slot(em.text(), b.idx_t, M, N, registers=bool(gated)), batch=B, m=M, n=N, k=K,
-                 elt="bf16" if bf16 else "f16", ctype=lhs.dtype.c, row_stats=row_stats, stages=STAGES,
-                 **staging_slots(op_a, op_b, b.idx_t, lhs.dtype.c, to_elt, M, N, K,
-                                 b.param_names.get(lhs, "nullptr"), b.param_names.get(rhs, "nullptr")))
+                 elt=elt, ctype=lhs.dtype.c, row_stats=row_stats,
+                 **staging_slots(op_a, op_b, b.idx_t, lhs.dtype.c, to_elt, elt, M, N,
+                                 base_a, base_b))
     return b.finish("dot_mma", slots, grid, (128, 1, 1))
 
 
 def _operand(b: KernelBuilder, which: str, value, batch_dims, dims_x, dims_y, bshape, shape_x, shape_y,
-             extent, K, overrides, load: str) -> Operand:
-    """How dot_mma stages operand A (dims_x = m, dims_y = k) or B (dims_x = k, dims_y = n).
+             extent, K, overrides, load: str) -> tuple[Operand, str]:
+    """How dot_mma stages operand A (dims_x = m, dims_y = k) or B (dims_x = k, dims_y = n), and the
+    parameter its cp.async chunks read ("nullptr" for none).
 
     `overrides` None: the operand's load is not a plain one (a gated B's column map), whatever the value is."""
     rank = value.type.rank
@@ -72,5 +76,18 @@ def _operand(b: KernelBuilder, which: str, value, batch_dims, dims_x, dims_y, bs
         flat_x, flat_y = ("am", "ak") if which == "A" else ("bk", "bn")
         address = dot_operand_pointer(b, bshape, which, value, batch_dims, dims_x, dims_y, flat_x, flat_y,
                                       shape_x, shape_y, "src", indent=2)
-        return Operand(which, layout, address=address, load=load)
-    return Operand(which, layout, load=load)
+        return Operand(which, layout, address=address, load=load, k_stride=_stride(value, contract),
+                       mn_stride=_stride(value, free)), b.param_names[value]
+    if overrides == {} and can_stage_async(layout, contract, rank, run):
+        view = view_operand(b, which, value, batch_dims, dims_x, dims_y, bshape, shape_x, shape_y, layout, load)
+        if view is not None:
+            return view
+    return Operand(which, layout, load=load), "nullptr"
+
+
+def _stride(value, dims) -> str | None:
+    """Elements between x and x + 1 of the flat index over `dims` of a plain operand where that is one dim
+    (the address is then linear in it); None for several (the flat index unravels into them)."""
+    if len(dims) != 1:
+        return None
+    return str(strides(value.shape)[dims[0]])

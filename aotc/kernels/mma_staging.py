@@ -1,24 +1,35 @@
 """How the f16/bf16 tensor-core GEMM (templates/dot_mma.cu) stages its operands and reads its fragments.
 
-Each 16-deep K slice of A (64 rows of M) and B (64 columns of N) goes into one of the kernel's pipeline
-stages in shared memory, in one of two XOR-swizzled layouts (aotc_async.cuh's aotc_swz_k16/aotc_swz_mn64),
-chosen by which dimension is contiguous in the operand's memory:
-- "k":  64 rows (m or n) of 16 k values, the fragments read by ldmatrix;
-- "mn": 16 rows (k) of 64 m or n values, the fragments read by ldmatrix.trans.
-Either layout is conflict-free for the 16-byte writes of one quarter-warp and the 8 rows one ldmatrix phase
-reads. An operand that is a plain load of a kernel parameter whose contiguous run is a whole number of
-16-byte chunks is staged by cp.async, 16 bytes a thread ("async"); anything else (a fused prologue, a
-converted or gathered load, odd sizes) is computed per element by the region's load code ("elem"), walking
-the contiguous dimension so that a warp's loads are coalesced.
+Each 64-deep K stage of A (64 rows of M) and B (64 columns of N) goes into one of two stage buffers in
+shared memory as a 64x64 tile of b16 in aotc_async.cuh's XOR swizzle (aotc_swz_mn64), laid out by which
+dimension is contiguous in the operand's memory:
+- "k":  64 rows (m or n) of 64 k values, the fragments read by ldmatrix;
+- "mn": 64 rows (k) of 64 m or n values, the fragments read by ldmatrix.trans.
+Either is conflict-free for the 16-byte writes of a quarter-warp along a row and for the 8 rows one
+ldmatrix phase reads. An operand that is a plain load of a kernel parameter whose contiguous run is a whole
+number of 16-byte chunks is staged by cp.async, 16 bytes a thread, 4 chunks a thread a stage ("async");
+where its address is linear in k (`k_stride`), each chunk's pointer is computed once before the loop and
+advanced by the stage's k. Anything else (a fused prologue, a converted or gathered load, odd sizes) is
+computed per element by the region's load code ("elem"), walking the contiguous dimension so that a warp's
+loads are coalesced.
+
+A caller may bind an input that is not 16-byte aligned: the kernel then runs a second instantiation of
+the K loop (mainloop_code) that stages every async operand per element. That copy is cold, so its staging
+is a rolled loop: the profile's main loop (the innermost loop with the mma instructions, profile/sass.py)
+is the aligned one, the loop that runs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aotc.kernels.template import instantiate
 
 CHUNK = 8          # b16 elements in a 16-byte chunk
-STAGES = 3         # cp.async pipeline depth of dot_mma.cu (3 x 4 KiB of shared memory)
+BK = 64            # K per pipeline stage
+STAGES = 2         # stage buffers of dot_mma.cu (2 x 2 x 8 KiB of shared memory)
+TILE = 64 * BK     # b16 elements of one operand's stage
+ROWS = 4           # 16-byte chunks (rows of the tile) each thread stages per operand and stage
+ROW_MARK = "@"     # in Operand.row_setup and .address: the index of the thread's chunk row
 
 
 @dataclass
@@ -28,11 +39,27 @@ class Operand:
     `address` (async) is code that sets `src` to the chunk's first element and `nbytes` = 16, given the
     operand's coordinates (it leaves nbytes 0 for a chunk that reads nothing: a conv's padding); `load`
     (elem) is code that sets the element's f32 value. The coordinate variables are
-    (am, ak) for A, (bn, bk) for B; the value is `a` for A, `bv` for B."""
+    (am, ak) for A, (bn, bk) for B; the value is `a` for A, `bv` for B. `k_stride`, where given, is the
+    C expression of the elements between k and k + 1 at the same m (or n): the address is then linear
+    in k and hoisted out of the loop; `mn_stride` likewise between m and m + 1 (n and n + 1): the thread's
+    four chunks then share one pointer. `row_setup` (async, not linear in k) is code run before the loop for
+    each of the thread's chunk rows, whose names carry ROW_MARK, replaced by the chunk's index; `address`
+    may use them (a conv's pixel coordinates); such an operand's `stage_setup` runs once a stage before its
+    rows (the k coordinates the rows share), and its `address` sets src and nbytes without a branch."""
     which: str
     layout: str
     address: str | None = None
     load: str | None = None
+    k_stride: str | None = None
+    mn_stride: str | None = None
+    row_setup: str | None = None
+    stage_setup: str = ""
+
+    @property
+    def chunk_stride(self) -> str | None:
+        """Elements between the thread's consecutive chunks (16 rows of the tile apart), if constant."""
+        step = self.k_stride if self.layout == "mn" else self.mn_stride
+        return f"16 * ({step})" if self.k_stride and step else None
 
     @property
     def is_async(self) -> bool:
@@ -55,69 +82,146 @@ def _names(which: str):
     return ("As", "am", "ak", "a") if which == "A" else ("Bs", "bn", "bk", "bv")
 
 
-def stage_code(op: Operand, idx_t: str, ctype: str, to_elt: str, mn: str, k: str, base: str) -> str:
-    """Code staging this thread's share of the slice at `k0` into stage `st`; `mn` bounds m (or n), `k` K,
-    `base` is the parameter `src` starts from (the async path's pointer where nothing is read)."""
-    if op.is_async and op.load is not None:     # a bound input may be unaligned: per element then
-        per_element = stage_code(Operand(op.which, op.layout, load=op.load), idx_t, ctype, to_elt, mn, k, base)
-        chunks = stage_code(Operand(op.which, op.layout, address=op.address), idx_t, ctype, to_elt, mn, k, base)
-        return (f"if ((reinterpret_cast<unsigned long long>({base}) & 15) == 0) {{\n{_indent(chunks, 2)}\n"
-                f"}} else {{\n{_indent(per_element, 2)}\n}}")
-    tile, vmn, vk, val = _names(op.which)
+def _chunk_coords(op: Operand, l: int, idx_t: str, k0: str) -> str:
+    """(r, c): row and chunk of the tile this thread stages as its `l`-th chunk; the operand's coordinates.
+
+    Thread x takes chunk x % 8 of rows x / 8 + 16 l: a quarter-warp writes one 128-byte row."""
+    _, vmn, vk, _ = _names(op.which)
     origin = "m0" if op.which == "A" else "n0"
+    head = f"const int r = (threadIdx.x >> 3) + {16 * l}, c = threadIdx.x & 7;\n"
+    if op.layout == "k":
+        return head + f"const {idx_t} {vmn} = {origin} + r, {vk} = {k0} + {CHUNK} * c;"
+    return head + f"const {idx_t} {vmn} = {origin} + {CHUNK} * c, {vk} = {k0} + r;"
+
+
+def _inside(vmn: str, mn: str, vk: str | None = None) -> str:
+    """The condition that (vmn, vk) lies in the operand; a static extent that is a whole number of tiles
+    needs no m (n) test, since every block's rows lie inside it."""
+    terms = [] if mn.isdigit() and int(mn) % 64 == 0 else [f"{vmn} < {mn}"]
+    terms += [f"{vk} < kend"] if vk else []
+    return " && ".join(terms) or "true"
+
+
+def _dst(op: Operand, l: int | str) -> str:
+    """Bytes from the stage buffers' start to the thread's `l`-th chunk of buffer `st` (16 rows apart)."""
+    step = f"{l} * 2048" if isinstance(l, str) else str(2048 * l)
+    return f"{op.which}_s + st * {2 * TILE} + {step}"
+
+
+def _pointer(op: Operand, l: int) -> tuple[str, str]:
+    """The names of chunk `l`'s offset from the operand's base and of its k bound: kend, or kbeg where
+    its row lies past the operand (it then reads nothing)."""
+    return f"{op.which}_p{l}", f"{op.which}_kl{l}"
+
+
+def setup_code(op: Operand, idx_t: str, ctype: str, mn: str, base: str) -> str:
+    """Before the loop, for an async operand: the thread's offset in the tile; where the address is linear
+    in k, each of the thread's chunks' pointer at k = kbeg (one pointer where the chunks are a constant
+    stride apart) and its k bound (kbeg where its row lies past `mn`: it reads nothing)."""
+    if not op.is_async:
+        return ""
+    vmn = _names(op.which)[1]
+    tile = 0 if op.which == "A" else _B_TILES
+    out = [f"const unsigned {op.which}_s = aotc_swz_mn64(threadIdx.x >> 3, threadIdx.x & 7) * 2 + {tile};"]
+    if op.row_setup:            # a row past `mn` reads nothing: its k bound is kbeg (one compare a stage)
+        origin = "m0" if op.which == "A" else "n0"
+        out += [op.row_setup.replace(ROW_MARK, str(l)) + f"\nconst {idx_t} {op.which}_kl{l} = "
+                f"{_inside(f'{origin} + (threadIdx.x >> 3) + {16 * l}', mn)} ? kend : kbeg;" for l in range(ROWS)]
+    if not op.k_stride:
+        return "\n".join(out)
+    for l in range(ROWS):
+        p, ok = _pointer(op, l)
+        coords = _indent(_chunk_coords(op, l, idx_t, "kbeg"), 2)
+        if op.chunk_stride and l:
+            out.append(f"{idx_t} {ok};\n{{\n{coords}\n  {ok} = {_inside(vmn, mn)} ? kend : kbeg;\n}}")
+            continue
+        out.append(f"{idx_t} {p} = 0, {ok} = kbeg;\n{{\n{coords}\n"
+                   f"  if ({_inside(vmn, mn)}) {{\n    const {ctype} *src = {base};\n    unsigned nbytes = 0;\n"
+                   f"{_indent(op.address, 2)}\n    {p} = ({idx_t})(src - {base});\n    {ok} = nbytes ? kend : kbeg;\n  }}\n}}")
+    return "\n".join(out)
+
+
+def stage_code(op: Operand, idx_t: str, ctype: str, to_elt: str, mn: str, base: str,
+               rolled: bool = False) -> str:
+    """Code staging this thread's share of the stage at `k0` into buffer `st`; `mn` bounds m (or n), kend
+    K; `base` is the parameter `src` starts from (the async path's pointer where nothing is read).
+    `rolled`: the per-element loop is not unrolled (the cold unaligned-input copy of the loop)."""
+    tile, vmn, vk, val = _names(op.which)
+    if op.is_async and op.k_stride:
+        out = []
+        for l in range(ROWS):
+            p, ok = _pointer(op, l)
+            off = f"{_pointer(op, 0)[0]} + {l} * {op.chunk_stride}" if op.chunk_stride and l else p
+            out.append(f"{{\n{_indent(_chunk_coords(op, l, idx_t, 'k0'), 2)}\n"
+                       f"  aotc_cp_async_16_at(aotc_smem, {_dst(op, l)}, {base} + ({off} + (k0 - kbeg) * ({op.k_stride})), "
+                       f"{vk} < {ok} ? 16u : 0u);\n}}")
+        return "\n".join(out)
+    if op.is_async and op.row_setup:
+        rows = "\n".join(
+            f"{{\n{_indent(_chunk_coords(op, l, idx_t, 'k0'), 2)}\n  const {ctype} *src;\n  unsigned nbytes;\n"
+            f"{op.address.replace(ROW_MARK, str(l))}\n  if (!({vk} < {op.which}_kl{l})) nbytes = 0;\n"
+            f"  aotc_cp_async_16_at(aotc_smem, {_dst(op, l)}, src, nbytes);\n}}" for l in range(ROWS))
+        return f"{{\n{_indent(op.stage_setup, 2)}\n{_indent(rows, 2)}\n}}"
     if op.is_async:
-        if op.layout == "k":          # 64 rows x 2 chunks: thread -> (row, chunk)
-            coords = (f"const int r = threadIdx.x >> 1, c = threadIdx.x & 1;\n"
-                      f"const {idx_t} {vmn} = {origin} + r, {vk} = k0 + {CHUNK} * c;")
-            slot = "aotc_swz_k16(r, c)"
-        else:                          # 16 rows (k) x 8 chunks
-            coords = (f"const int r = threadIdx.x >> 3, c = threadIdx.x & 7;\n"
-                      f"const {idx_t} {vmn} = {origin} + {CHUNK} * c, {vk} = k0 + r;")
-            slot = "aotc_swz_mn64(r, c)"
-        return (f"{{\n{_indent(coords, 2)}\n"
+        return (f"#pragma unroll\nfor (int l = 0; l < {ROWS}; ++l) {{\n"
+                f"  const int r = (threadIdx.x >> 3) + 16 * l, c = threadIdx.x & 7;\n"
+                + _indent(_chunk_coords(op, 0, idx_t, "k0").split("\n", 1)[1], 2) + "\n"
                 f"  const {ctype} *src = {base};\n"
                 f"  unsigned nbytes = 0;\n"
-                f"  if ({vmn} < {mn} && {vk} < {k}) {{\n{op.address}\n  }}\n"
-                f"  aotc_cp_async_16(&{tile}[st][{slot}], src, nbytes);\n}}")
-    if op.layout == "k":              # e -> (row, kk): 16 consecutive k of a row per half-warp
-        coords = (f"const int r = e >> 4, kk = e & 15;\n"
-                  f"const {idx_t} {vmn} = {origin} + r, {vk} = k0 + kk;")
-        slot = "aotc_swz_k16(r, kk >> 3) + (kk & 7)"
+                f"  if ({_inside(vmn, mn, vk)}) {{\n{op.address}\n  }}\n"
+                f"  aotc_cp_async_16_at(aotc_smem, {_dst(op, 'l')}, src, nbytes);\n}}")
+    if op.layout == "k":              # e -> (row, kk): 32 consecutive k of a row per warp
+        coords = (f"const int r = e >> 6, kk = e & 63;\n"
+                  f"const {idx_t} {vmn} = {'m0' if op.which == 'A' else 'n0'} + r, {vk} = k0 + kk;")
     else:                              # e -> (kk, col): 32 consecutive m/n of a k row per warp
-        coords = (f"const int r = e >> 6, col = e & 63;\n"
-                  f"const {idx_t} {vmn} = {origin} + col, {vk} = k0 + r;")
-        slot = "aotc_swz_mn64(r, col >> 3) + (col & 7)"
-    return (f"#pragma unroll\nfor (int l = 0; l < 8; ++l) {{\n"
-            f"  const int e = threadIdx.x + 128 * l;\n{_indent(coords, 2)}\n"
+        coords = (f"const int r = e >> 6, kk = e & 63;\n"
+                  f"const {idx_t} {vmn} = {'m0' if op.which == 'A' else 'n0'} + kk, {vk} = k0 + r;")
+    unroll = "#pragma unroll 1" if rolled else "#pragma unroll"
+    return (f"{unroll}\nfor (int l = 0; l < {TILE // 128}; ++l) {{\n"
+            f"  const int e = aotc_fresh(threadIdx.x + 128 * l);\n{_indent(coords, 2)}\n"
             f"  float {val} = 0.0f;\n"
-            f"  if ({vmn} < {mn} && {vk} < {k}) {{\n{op.load}\n  }}\n"
-            f"  {tile}[st][{slot}] = {to_elt}({val});\n}}")
+            f"  if ({_inside(vmn, mn, vk)}) {{\n{op.load}\n  }}\n"
+            f"  {tile}[st][aotc_swz_mn64(r, kk >> 3) + (kk & 7)] = {to_elt}({val});\n}}")
+
+
+# Fragment reads: each lane's ldmatrix row, in bytes from the start of the stage buffers, splits into a
+# part that the swizzle makes lane-dependent, kept in registers {A,B}_f[] before the loop, and constants
+# (the stage buffer, and 16 tile rows: 2048 bytes) that fold into the instruction. A "k" tile's k16 steps
+# move along its chunks (XOR-swizzled: one register each); an "mn" tile's move 16 rows down (a constant),
+# and its two matrices columns 16 apart are the registers. mi = lane / 8 numbers the lane's matrix.
+_B_TILES = 2 * 2 * TILE        # bytes from the stage buffers' start to B's (As holds two stages first)
+
+
+def fragment_setup(op: Operand) -> str:
+    """The registers {A,B}_f[4] ("k": per k16 step) or [2] ("mn": per 16 columns) of fragment_code."""
+    x = "wm" if op.which == "A" else "wn"
+    if op.layout == "k":              # A: rows +0/+8 by mi & 1, k 0-7/8-15 by mi >> 1; B the other way
+        row, half = ("((lane >> 3) & 1)", "(lane >> 4)") if op.which == "A" else ("(lane >> 4)", "((lane >> 3) & 1)")
+        return (f"unsigned {op.which}_f[4];\n#pragma unroll\nfor (int ks = 0; ks < 4; ++ks)\n"
+                f"  {op.which}_f[ks] = (({x} + 8 * {row} + (lane & 7)) * 64 + (((2 * ks + {half}) ^ (lane & 7)) << 3)) * 2;")
+    row, col = ("(lane >> 4)", "((lane >> 3) & 1)") if op.which == "A" else ("((lane >> 3) & 1)", "(lane >> 4)")
+    return (f"unsigned {op.which}_f[2];\n#pragma unroll\nfor (int h = 0; h < 2; ++h)\n"
+            f"  {op.which}_f[h] = (((lane & 7) + 8 * {row}) * 64 + (((({x} >> 3) + 2 * h + {col}) ^ (lane & 7)) << 3)) * 2;")
 
 
 def fragment_code(op: Operand) -> str:
-    """Code reading the warp's fragments of stage `cur`: af[2][4] for A, bf[4][2] for B (mma.m16n8k16)."""
-    if op.which == "A":               # af[i] = 4 matrices: (rows +0/+8) x (k 0-7 / 8-15)
-        if op.layout == "k":
-            addr = "aotc_swz_k16(wm + 16 * i + (lane & 7) + 8 * (mi & 1), mi >> 1)"
-            call = "aotc_ldmatrix_x4"
-        else:
-            addr = "aotc_swz_mn64((lane & 7) + 8 * (mi >> 1), (wm >> 3) + 2 * i + (mi & 1))"
-            call = "aotc_ldmatrix_x4_trans"
-        return (f"#pragma unroll\nfor (int i = 0; i < 2; ++i) {{\n  const int mi = lane >> 3;\n"
-                f"  {call}(af[i], &As[cur][{addr}]);\n}}")
-    if op.layout == "k":              # bf[j], bf[j+1] = 4 matrices: (columns j / j+1) x (k 0-7 / 8-15)
-        addr = "aotc_swz_k16(wn + 8 * (j + (mi >> 1)) + (lane & 7), mi & 1)"
-        call = "aotc_ldmatrix_x4"
+    """Code reading the warp's fragments of k16 step `ks` of stage `cur` into af[nb] (A: 2 x 4 registers)
+    or bf[nb] (B: 4 x 2), the mma.m16n8k16 layouts; `i` (A) or `j / 2` (B) is 16 rows or columns on."""
+    trans = "_trans" if op.layout == "mn" else ""
+    if op.layout == "k":
+        off = f"{op.which}_f[ks] + cur * {2 * TILE} + {'i' if op.which == 'A' else '(j >> 1)'} * 2048"
     else:
-        addr = "aotc_swz_mn64((lane & 7) + 8 * (mi & 1), (wn >> 3) + j + (mi >> 1))"
-        call = "aotc_ldmatrix_x4_trans"
-    return (f"#pragma unroll\nfor (int j = 0; j < 4; j += 2) {{\n  const int mi = lane >> 3;\n  unsigned r4[4];\n"
-            f"  {call}(r4, &Bs[cur][{addr}]);\n"
-            f"  bf[j][0] = r4[0];\n  bf[j][1] = r4[1];\n  bf[j + 1][0] = r4[2];\n  bf[j + 1][1] = r4[3];\n}}")
+        off = f"{op.which}_f[{'i' if op.which == 'A' else 'j >> 1'}] + cur * {2 * TILE} + ks * 2048"
+    if op.which == "A":
+        return (f"#pragma unroll\nfor (int i = 0; i < 2; ++i)\n"
+                f"  aotc_ldmatrix_x4{trans}_at(af[nb][i], aotc_smem, {off});")
+    return (f"#pragma unroll\nfor (int j = 0; j < 4; j += 2) {{\n  unsigned r4[4];\n"
+            f"  aotc_ldmatrix_x4{trans}_at(r4, aotc_smem + {_B_TILES}, {off});\n"
+            f"  bf[nb][j][0] = r4[0];\n  bf[nb][j][1] = r4[1];\n  bf[nb][j + 1][0] = r4[2];\n  bf[nb][j + 1][1] = r4[3];\n}}")
 
 
 def _indent(text: str, n: int) -> str:
-    return "\n".join(" " * n + line if line else line for line in text.split("\n"))
+    return "\n".join(" " * n + line if line and not line.startswith("#") else line for line in text.split("\n"))
 
 
 def store_slot(epilogue: str, idx_t: str, m, n, registers: bool) -> str:
@@ -127,9 +231,41 @@ def store_slot(epilogue: str, idx_t: str, m, n, registers: bool) -> str:
     return instantiate(part, dict(epilogue=epilogue, idx_t=idx_t, m=m, n=n), indent=2)
 
 
-def staging_slots(a: Operand, b: Operand, idx_t: str, ctype: str, to_elt: str, m, n, k,
+def mainloop_code(a: Operand, b: Operand, idx_t: str, ctype: str, to_elt: str, elt: str, m, n,
+                  base_a: str, base_b: str, rolled: bool = False) -> str:
+    """One instantiation of mma_mainloop.part for this pair of operands (4 spaces deep)."""
+    pad = 4
+    stage_a = stage_code(a, idx_t, ctype, to_elt, str(m), base_a, rolled)
+    stage_b = stage_code(b, idx_t, ctype, to_elt, str(n), base_b, rolled)
+
+    def step(cur: int) -> str:
+        return instantiate("mma_kstep.part", dict(
+            cur=cur, idx_t=idx_t, elt=elt, stage_a=_indent(stage_a, 4), stage_b=_indent(stage_b, 4),
+            frag_a=_indent(fragment_code(a), 6), frag_b=_indent(fragment_code(b), 6)), indent=pad + 2)
+    return instantiate("mma_mainloop.part", dict(
+        idx_t=idx_t, even=step(0), odd=step(1),
+        setup=_indent("\n".join(s for s in (setup_code(a, idx_t, ctype, str(m), base_a),
+                                            setup_code(b, idx_t, ctype, str(n), base_b),
+                                            fragment_setup(a), fragment_setup(b)) if s), pad),
+        stage_a=_indent(stage_a, pad + 2), stage_b=_indent(stage_b, pad + 2)), indent=pad)
+
+
+def _per_element(op: Operand) -> Operand:
+    return replace(op, address=None, k_stride=None, row_setup=None) if op.is_async and op.load is not None else op
+
+
+def staging_slots(a: Operand, b: Operand, idx_t: str, ctype: str, to_elt: str, elt: str, m, n,
                   base_a: str, base_b: str) -> dict:
-    """The dot_mma.cu slots for this pair of operands (the store slot aside)."""
-    return dict(smem_bytes=max(2 * STAGES * 64 * 16 * 2, 64 * 72 * 4), stage_a=_indent(stage_code(a, idx_t, ctype, to_elt, str(m), str(k), base_a), 6),
-                stage_b=_indent(stage_code(b, idx_t, ctype, to_elt, str(n), str(k), base_b), 6),
-                frag_a=_indent(fragment_code(a), 6), frag_b=_indent(fragment_code(b), 6))
+    """The dot_mma.cu slots for this pair of operands (the store slot aside): the K loop, and where an
+    async operand has a per-element load too, a kernel-level branch on its pointer's alignment between
+    that loop and a copy staging per element (a caller may bind an unaligned input)."""
+    fast = mainloop_code(a, b, idx_t, ctype, to_elt, elt, m, n, base_a, base_b)
+    checks = [f"(reinterpret_cast<unsigned long long>({base}) & 15) == 0"
+              for op, base in ((a, base_a), (b, base_b)) if op.is_async and op.load is not None]
+    if checks:
+        slow = mainloop_code(_per_element(a), _per_element(b), idx_t, ctype, to_elt, elt, m, n, base_a, base_b,
+                             rolled=True)
+        loop = f"  if ({' && '.join(checks)}) {{\n{fast}\n  }} else {{\n{slow}\n  }}"
+    else:
+        loop = f"  {{\n{fast}\n  }}"
+    return dict(smem_bytes=max(2 * STAGES * TILE * 2, 64 * 72 * 4), mainloop=loop)

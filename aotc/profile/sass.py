@@ -7,7 +7,10 @@ prints the SASS; the main loop is taken to be the longest innermost loop,
 an innermost loop being the span from a backward branch's target to the
 branch that contains no other backward branch; where some innermost loops
 hold tensor-core instructions, the longest of those (a GEMM's epilogue loop,
-with erf say, may be longer than its K loop). LDL/STL anywhere in the
+with erf say, may be longer than its K loop); a kernel whose tensor-core
+instructions are all outside innermost loops (its K loop unrolled away, or
+only in a loop that holds another, like dot_mma's cold unaligned-input copy)
+has none, as straight-line code has none. LDL/STL anywhere in the
 kernel are local memory: spills or local arrays. Without nvdisasm the caller
 gets None and says so.
 """
@@ -78,8 +81,12 @@ def main_loop(k: KernelSass) -> tuple[int, int] | None:
         if op.startswith("BRA") and (t := _TARGET.search(args)) and k.labels.get(t.group(1), addr + 1) <= addr:
             loops.append((k.labels[t.group(1)], addr))
     inner = [a for a in loops if not any(b != a and a[0] <= b[0] and b[1] <= a[1] for b in loops)]
-    # a tensor-core kernel's K loop is the one with the mma instructions, however long its epilogue loop
+    # a tensor-core kernel's K loop is the one with the mma instructions, however long its epilogue loop;
+    # where no innermost loop has them (a K of one or two stages, its loop unrolled away) the math is
+    # straight-line code, and the kernel has no main loop, as one without loops
     tensor = [s for s in inner if any(s[0] <= a <= s[1] and op in TENSOR_OPS for a, op, _ in k.instructions)]
+    if not tensor and any(op in TENSOR_OPS for _, op, _ in k.instructions):
+        return None
     return max(tensor or inner, key=lambda s: s[1] - s[0], default=None)
 
 

@@ -85,9 +85,33 @@ LDM_KERNEL(ldm_x4, aotc_ldmatrix_x4, 4)
 LDM_KERNEL(ldm_x1_trans, aotc_ldmatrix_x1_trans, 1)
 LDM_KERNEL(ldm_x2_trans, aotc_ldmatrix_x2_trans, 2)
 LDM_KERNEL(ldm_x4_trans, aotc_ldmatrix_x4_trans, 4)
+
+// The base + byte offset forms (dot_mma's): the same rows and copies addressed from the array's start.
+#define LDM_AT_KERNEL(name, fn)                                                            \
+  extern "C" __global__ void name(const unsigned short *src, unsigned *out, int stride) { \
+    __shared__ __align__(16) unsigned short s[32 * 64];                                 \
+    for (int e = threadIdx.x; e < 32 * stride; e += 32) s[e] = src[e];                  \
+    __syncthreads();                                                                    \
+    unsigned r[4] = {0u, 0u, 0u, 0u};                                                   \
+    fn(r, s, 2u * threadIdx.x * stride);                                                \
+    for (int i = 0; i < 4; ++i) out[4 * threadIdx.x + i] = r[i];                        \
+  }
+LDM_AT_KERNEL(ldm_x4_at, aotc_ldmatrix_x4_at)
+LDM_AT_KERNEL(ldm_x4_trans_at, aotc_ldmatrix_x4_trans_at)
+
+extern "C" __global__ void copy16_at(const float *x, float *y, int n) {
+  __shared__ __align__(16) float s[512];
+  const int i = 4 * threadIdx.x, left = n - i;
+  const unsigned bytes = left >= 4 ? 16u : left > 0 ? 4u * left : 0u;
+  aotc_cp_async_16_at(s, 16u * threadIdx.x, x + (left > 0 ? i : 0), bytes);
+  aotc_cp_async_wait_all();
+  __syncthreads();
+  const int j = (threadIdx.x + 37) % blockDim.x;
+  for (int e = 0; e < 4; ++e) y[4 * j + e] = s[4 * j + e];
+}
 """
-LDM = ["ldm_x1", "ldm_x2", "ldm_x4", "ldm_x1_trans", "ldm_x2_trans", "ldm_x4_trans"]
-KERNELS = ["copy16", "copy8_4", "groups", "read_before_wait"] + LDM
+LDM = ["ldm_x1", "ldm_x2", "ldm_x4", "ldm_x1_trans", "ldm_x2_trans", "ldm_x4_trans", "ldm_x4_at", "ldm_x4_trans_at"]
+KERNELS = ["copy16", "copy16_at", "copy8_4", "groups", "read_before_wait"] + LDM
 
 
 @pytest.fixture(scope="module")
@@ -100,11 +124,12 @@ def rng():
     return np.random.default_rng()
 
 
+@pytest.mark.parametrize("kernel", ["copy16", "copy16_at"])
 @pytest.mark.parametrize("n", [512, 509, 130, 3])
-def test_16_byte_copies_zero_fill_the_tail(lib, rng, n):
+def test_16_byte_copies_zero_fill_the_tail(lib, rng, n, kernel):
     x = rng.standard_normal(n).astype(np.float32)
     y = np.full(512, np.nan, np.float32)
-    lib.launch("copy16", 1, 128, [x, y, np.int32(n)])
+    lib.launch(kernel, 1, 128, [x, y, np.int32(n)])
     np.testing.assert_array_equal(y[:n], x)
     np.testing.assert_array_equal(y[n:], 0.0)
 
@@ -154,7 +179,7 @@ def test_ldmatrix_per_lane_layout(lib, rng, name, stride):
     out = np.full((32, 4), 0x7fc00000, np.uint32)
     lib.launch(name, 1, 32, [src, out, np.int32(stride)])
     mats = src.reshape(32, stride)[:, :8].reshape(4, 8, 8)
-    np.testing.assert_array_equal(out, ldmatrix_reference(mats, n, name.endswith("trans")))
+    np.testing.assert_array_equal(out, ldmatrix_reference(mats, n, "trans" in name))
 
 
 def test_ldmatrix_traffic_is_four_phases_of_16_byte_rows():

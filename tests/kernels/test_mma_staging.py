@@ -49,22 +49,23 @@ def test_every_layout_and_path_matches_the_interpreter(a_layout, b_layout, m, n,
     graph, shapes = gemm(a_layout, b_layout, m, n, k)
     src = run(graph, shapes, "f16").source
     runs = {"A": k if a_layout == "k" else m, "B": k if b_layout == "k" else n}
-    n_async = sum(r % 8 == 0 for r in runs.values())
-    assert src.count("aotc_cp_async_16(") == n_async
-    assert src.count("aotc_ldmatrix_x4_trans(") == (a_layout == "mn") + (b_layout == "mn")
-    assert src.count("aotc_ldmatrix_x4(") == (a_layout == "k") + (b_layout == "k")
+    for which, layout in (("A", a_layout), ("B", b_layout)):
+        assert (f"const unsigned {which}_s =" in src) == (runs[which] % 8 == 0)
+        frag = "af[nb][i]" if which == "A" else "r4"
+        assert (f"aotc_ldmatrix_x4_trans_at({frag}" in src) == (layout == "mn")
+        assert (f"aotc_ldmatrix_x4_at({frag}" in src) == (layout == "k")
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_batched_bf16_and_f16(dtype):
     graph, shapes = gemm("k", "mn", 24, 40, 64, dtype, batch=(3,))
-    assert "aotc_cp_async_16(" in run(graph, shapes, dtype).source
+    assert "aotc_cp_async_16_at(" in run(graph, shapes, dtype).source
 
 
 def test_split_k_slices_stay_inside_their_split():
     graph, shapes = gemm("k", "mn", 16, 24, 1600)
     kernel = run(graph, shapes, "f16")
-    assert kernel.splits > 1 and "aotc_cp_async_16(" in kernel.source
+    assert kernel.splits > 1 and "aotc_cp_async_16_at(" in kernel.source
 
 
 def test_the_sanitizer_finds_no_race_in_the_pipeline(monkeypatch):
@@ -93,7 +94,8 @@ def test_a_transposed_operand_stages_along_its_memory():
     w = g.add("transpose", wt, permutation=(1, 0))                          # (n, k), n contiguous
     d = g.add("dot_general", a, w, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(1,))
     src = run(g.build([g.add("convert", d, dtype="f32")]), [(40, 48), (48, 56)], "f16").source
-    assert src.count("aotc_cp_async_16(") == 1 and src.count("aotc_ldmatrix_x4_trans(") == 1
+    assert "const unsigned A_s =" in src and "const unsigned B_s =" not in src
+    assert "aotc_ldmatrix_x4_trans_at(r4" in src and "aotc_ldmatrix_x4_trans_at(af" not in src
 
 
 def test_layout_and_chunk_rules():
@@ -112,7 +114,7 @@ def test_an_unaligned_bound_input_is_staged_per_element():
     from aotc.kernels.host_exec import HostLibrary
     graph, shapes = gemm("k", "mn", 24, 40, 64)
     (kernel,) = [codegen.generate(graph, r) for r in partition(graph)]
-    assert kernel.splits == 1 and kernel.source.count("aotc_cp_async_16(") == 2
+    assert kernel.splits == 1 and "const unsigned A_s =" in kernel.source and "const unsigned B_s =" in kernel.source
     lib = HostLibrary(compile_host(codegen.module_source([kernel]), [kernel.name], sanitize=True))
     rng, seed = fresh_rng()
     a, w = (random_array(rng, s).astype(np.float16) for s in shapes)
@@ -124,3 +126,106 @@ def test_an_unaligned_bound_input_is_staged_per_element():
     lib.launch(kernel.name, kernel.grid, kernel.block, [shifted, w, out])   # the sanitizer: nothing misaligned
     (want,) = interpret(graph, [a, w])
     np.testing.assert_allclose(out, want, rtol=3e-2, atol=3e-2, err_msg=f"seed {seed}")
+
+
+def _launch_unaligned(graph, shapes, shift: int, np_dt=np.float16):
+    """Run the graph's one kernel with its first input `shift` elements past a 16-byte boundary."""
+    from aotc.fusion.regions import partition
+    from aotc.kernels.host_compile import compile_host
+    from aotc.kernels.host_exec import HostLibrary
+    (kernel,) = [codegen.generate(graph, r) for r in partition(graph)]
+    lib = HostLibrary(compile_host(codegen.module_source([kernel]), [kernel.name], sanitize=True))
+    rng, seed = fresh_rng()
+    ins = [random_array(rng, s).astype(np_dt) for s in shapes]
+    raw = np.zeros(ins[0].size + 8, np_dt)
+    base = (-raw.ctypes.data % 16) // raw.itemsize
+    shifted = raw[base + shift:base + shift + ins[0].size].reshape(ins[0].shape)
+    shifted[...] = ins[0]
+    assert shifted.ctypes.data % 16 == 2 * shift
+    (want,) = interpret(graph, ins)
+    out = np.full(want.shape, np.nan, np.float32)
+    lib.launch(kernel.name, kernel.grid, kernel.block, [shifted, *ins[1:], out])
+    np.testing.assert_allclose(out, want, rtol=3e-2, atol=3e-2, err_msg=f"seed {seed}")
+    return kernel
+
+
+def test_an_unaligned_conv_input_takes_the_per_element_loop():
+    """The implicit GEMM's input chunks are addressed per row and tap; bound 6 bytes off, the kernel's
+    other copy of the K loop reads it per element (the sanitizer checks every access)."""
+    g = GraphBuilder()
+    x = g.input("x", (2, 9, 7, 16), "f16")
+    w = g.input("w", (24, 3, 3, 16), "f16")
+    y = g.add("convolution", x, w, strides=(1, 1), padding=((1, 1), (1, 0)), dilations=(1, 1), groups=1,
+              layout="NHWC")
+    kernel = _launch_unaligned(g.build([g.add("convert", y, dtype="f32")]), [(2, 9, 7, 16), (24, 3, 3, 16)], 3)
+    assert kernel.name.startswith("aotc_dot_mma_") and "Ako" in kernel.source and "& 15) == 0" in kernel.source
+
+
+def test_an_unaligned_transposed_input_takes_the_per_element_loop():
+    kernel = _launch_unaligned(*gemm("mn", "mn", 40, 72, 136), shift=5)
+    assert "aotc_ldmatrix_x4_trans_at(af" in kernel.source and "& 15) == 0" in kernel.source
+
+
+@pytest.mark.parametrize("m,n,k", [(130, 72, 200), (64, 128, 64), (3, 56, 8)])
+def test_batched_tiles_and_stages_cut_anywhere(m, n, k):
+    """M and N that cut the 64x64 tile or fill it exactly (no row tests then), K that cuts the 64-deep stage."""
+    graph, shapes = gemm("k", "mn", m, n, k, batch=(2,))
+    src = run(graph, shapes, "f16").source
+    assert "const unsigned A_s =" in src and "const unsigned B_s =" in src
+
+
+def test_two_contracted_dims_stage_by_address_each_stage():
+    """A (k1, k2, m): K unravels into two dims, so its chunks are addressed per stage, not hoisted."""
+    g = GraphBuilder()
+    a = g.input("a", (5, 24, 40), "f16")
+    w = g.input("w", (48, 5, 24), "f16")
+    d = g.add("dot_general", a, w, lhs_batch=(), rhs_batch=(), lhs_contract=(0, 1), rhs_contract=(1, 2))
+    src = run(g.build([g.add("convert", d, dtype="f32")]), [(5, 24, 40), (48, 5, 24)], "f16").source
+    assert "A_p0" not in src and "aotc_cp_async_16_at(aotc_smem, A_s + st * 8192 + l * 2048, src, nbytes)" in src
+
+
+def test_a_fused_prologue_is_staged_per_element():
+    """A converted from f32 in the GEMM's prologue is no plain load: A goes per element, B by cp.async."""
+    g = GraphBuilder()
+    a = g.input("a", (70, 96), "f32")
+    w = g.input("w", (96, 40), "bf16")
+    r = g.add("convert", a, dtype="bf16")
+    d = g.add("dot_general", r, w, lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,))
+    graph = g.build([g.add("convert", d, dtype="f32")])
+    rng, seed = fresh_rng()
+    ins = [random_array(rng, (70, 96)).astype(np.float32), random_array(rng, (96, 40)).astype(ml_dtypes.bfloat16)]
+    (want,) = interpret(graph, ins)
+    (got,), kernels, _ = run_on_host(graph, ins)
+    np.testing.assert_allclose(got, want, rtol=3e-2, atol=3e-2, err_msg=f"seed {seed}")
+    (kernel,) = kernels
+    assert "const unsigned A_s =" not in kernel.source and "const unsigned B_s =" in kernel.source
+
+
+def test_split_k_with_splits_that_cut_a_stage():
+    """K per split is a multiple of 16, not of the 64-deep stage: the stage stops at its split's kend."""
+    graph, shapes = gemm("k", "k", 16, 24, 2000)
+    kernel = run(graph, shapes, "f16")
+    assert kernel.splits > 1 and "const unsigned A_s =" in kernel.source
+
+
+def test_the_sm90_main_loop_keeps_the_tensor_cores_busy():
+    """The profile's measure on the cubin: the K loop of a BERT-sized GEMM and of a ResNet 3x3 conv issues
+    >= 24% HMMA (MATH_SHARE_FOR_PEAK is 25%), spills nothing and leaves room for 4 blocks an SM."""
+    from aotc.fusion.regions import partition
+    from aotc.kernels.nvrtc_compile import compile_device
+    from aotc.kernels.resources import cubin_resources
+    from aotc.profile import sass
+    if sass.nvdisasm_path() is None:
+        pytest.skip("nvdisasm is not installed")
+    g = GraphBuilder()
+    x = g.input("x", (8, 14, 14, 256), "f16")
+    w = g.input("w", (256, 3, 3, 256), "f16")
+    conv = g.build([g.add("convolution", x, w, strides=(1, 1), padding=((1, 1), (1, 1)), dilations=(1, 1),
+                          groups=1, layout="NHWC")])
+    for graph, floor in ((gemm("k", "mn", 4096, 768, 3072)[0], 0.27), (conv, 0.24)):
+        (kernel,) = [codegen.generate(graph, r) for r in partition(graph)]
+        cubin = compile_device(codegen.module_source([kernel]), "sm_90")
+        (mix,) = sass.cubin_mix(cubin).values()
+        (res,) = cubin_resources(cubin).values()
+        assert mix["tensor_share"] >= floor and mix["local_ops"] == 0, mix
+        assert res.registers <= 128

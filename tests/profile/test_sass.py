@@ -44,6 +44,17 @@ def test_a_longer_loop_without_mma_is_not_a_tensor_core_kernels_main_loop():
     assert sass.main_loop(plain) == (0xa0, 0x100)       # no mma anywhere: the longest innermost loop
 
 
+def test_mma_outside_every_innermost_loop_is_straight_line_math():
+    """A K loop unrolled away leaves the mma in line: the epilogue loop after it is not the main loop."""
+    listing = LISTING.replace("BRA `(.L_x_1)", "NOP").replace("BRA `(.L_x_0)", "NOP").replace(
+        "        /*0090*/                   EXIT ;\n",
+        ".L_x_2:\n        /*0090*/                   FMUL R1, R2, R3 ;\n"
+        "        /*00a0*/              @!P2 BRA `(.L_x_2) ;\n        /*00b0*/                   EXIT ;\n")
+    k = sass.parse(listing)["k"]
+    assert sass.main_loop(k) is None and sass.mix(k)["loop_instructions"] == 0
+    assert sass.main_loop(sass.parse(listing.replace("HMMA.16816.F32", "FMUL"))["k"]) == (0x90, 0xa0)
+
+
 def test_straight_line_code_has_no_loop():
     k = sass.parse(LISTING.replace("BRA `(.L_x_1)", "NOP").replace("BRA `(.L_x_0)", "NOP"))["k"]
     assert sass.main_loop(k) is None

@@ -3,6 +3,7 @@
 // aotc_cp_async_16/8/4(dst, src, src_bytes): one thread starts a copy of 16/8/4 bytes from global `src`
 //   to shared `dst` (both aligned to the size); only the first `src_bytes` (0..size) are read, the rest
 //   of `dst` is zero-filled (PTX cp.async's src-size form: predicated-off and out-of-bounds tails).
+// aotc_cp_async_16_at(base, off, src, src_bytes): the same into shared memory `off` bytes past `base`.
 // aotc_cp_async_commit(): closes this thread's copies issued since the last commit into one group.
 // aotc_cp_async_wait<N>(): waits until at most N of this thread's committed groups are still in flight
 //   (cp.async.wait_group N); aotc_cp_async_wait_all() commits and waits for everything. Copies land in
@@ -12,6 +13,8 @@
 //   matrix i (16 bytes, 16-byte aligned; lanes past 8*N give none); lane l receives in r[i] the elements
 //   (l/4, 2*(l%4)) and (l/4, 2*(l%4)+1) of matrix i, low half first; with _trans the elements
 //   (2*(l%4), l/4) and (2*(l%4)+1, l/4), i.e. the same fragment of the transposed matrix.
+// aotc_ldmatrix_x4[_trans]_at(r, base, off): the same with this lane's row `off` bytes past `base`, so that
+//   a kernel keeps its per-lane offsets in registers and the constant parts fold into the instruction.
 // On the GPU each is one PTX instruction (sm_80+). On the host a copy reads its source when it is issued
 // and writes its destination when the wait retires its group, from a queue per CUDA thread: a kernel that
 // reads before it waits reads the old contents, as it may on the GPU (and the sanitizer sees the store at
@@ -111,6 +114,9 @@ __device__ __forceinline__ void aotc_cp_async_8(void *dst, const void *src, unsi
 __device__ __forceinline__ void aotc_cp_async_4(void *dst, const void *src, unsigned src_bytes) {
   aotc_async_::issue<4>(dst, src, src_bytes);
 }
+__device__ __forceinline__ void aotc_cp_async_16_at(void *base, unsigned off, const void *src, unsigned src_bytes) {
+  aotc_async_::issue<16>(static_cast<unsigned char *>(base) + off, src, src_bytes);
+}
 __device__ __forceinline__ void aotc_cp_async_commit() { aotc_async_::commit(); }
 
 // The shared stores are kernel code, made where the wait retires them.
@@ -175,6 +181,13 @@ __device__ __forceinline__ void aotc_ldmatrix_x4_trans(unsigned r[4], const void
   aotc_async_::ldmatrix<4, true>(r, row);
 }
 
+__device__ __forceinline__ void aotc_ldmatrix_x4_at(unsigned r[4], const void *base, unsigned off) {
+  aotc_async_::ldmatrix<4, false>(r, static_cast<const unsigned char *>(base) + off);
+}
+__device__ __forceinline__ void aotc_ldmatrix_x4_trans_at(unsigned r[4], const void *base, unsigned off) {
+  aotc_async_::ldmatrix<4, true>(r, static_cast<const unsigned char *>(base) + off);
+}
+
 #else
 
 __device__ __forceinline__ unsigned aotc_smem_addr_(const void *p) {
@@ -182,6 +195,10 @@ __device__ __forceinline__ unsigned aotc_smem_addr_(const void *p) {
 }
 __device__ __forceinline__ void aotc_cp_async_16(void *dst, const void *src, unsigned src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(aotc_smem_addr_(dst)), "l"(src),
+               "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void aotc_cp_async_16_at(void *base, unsigned off, const void *src, unsigned src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(aotc_smem_addr_(base) + off), "l"(src),
                "r"(src_bytes) : "memory");
 }
 __device__ __forceinline__ void aotc_cp_async_8(void *dst, const void *src, unsigned src_bytes) {
@@ -211,6 +228,14 @@ AOTC_LDMATRIX_(aotc_ldmatrix_x2_trans, "x2.trans", 2, "{%0,%1}, [%2];\n" : "=r"(
 AOTC_LDMATRIX_(aotc_ldmatrix_x4_trans, "x4.trans", 4,
                "{%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]))
 #undef AOTC_LDMATRIX_
+__device__ __forceinline__ void aotc_ldmatrix_x4_at(unsigned r[4], const void *base, unsigned off) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(aotc_smem_addr_(base) + off));
+}
+__device__ __forceinline__ void aotc_ldmatrix_x4_trans_at(unsigned r[4], const void *base, unsigned off) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(aotc_smem_addr_(base) + off));
+}
 
 #endif
 
@@ -220,6 +245,18 @@ AOTC_LDMATRIX_(aotc_ldmatrix_x4_trans, "x4.trans", 4,
 //   aotc_swz_mn64(row, chunk)  rows of 64 elements (8 chunks); row r permutes its chunks by XOR (r % 8)
 __device__ __forceinline__ int aotc_swz_k16(int row, int chunk) { return row * 16 + ((chunk ^ ((row >> 2) & 1)) << 3); }
 __device__ __forceinline__ int aotc_swz_mn64(int row, int chunk) { return row * 64 + ((chunk ^ (row & 7)) << 3); }
+
+// aotc_fresh(x): x, recomputed where it stands: the compiler may not hoist what depends on it out of a loop
+// (dot_mma's per-element staging: 32 rows' index math hoisted out of the K loop took 250 registers).
+#if defined(AOTC_HOST_EMU)
+__device__ __forceinline__ int aotc_fresh(int x) { return x; }
+#else
+__device__ __forceinline__ int aotc_fresh(int x) {
+  int y;
+  asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+#endif
 
 __device__ __forceinline__ void aotc_cp_async_wait_all() {
   aotc_cp_async_commit();

@@ -1,44 +1,25 @@
 // Tensor-core GEMM region (${elt}): ${what}
 // C[b, m, n] = sum_k A[b, m, k] * B[b, k, n] with B=${batch} M=${m} N=${n} K=${k}.
 // 128 threads = 4 warps in a 2x2 grid; block tile 64x64, warp tile 32x32 =
-// 2 x 4 mma.m16n8k16 tiles, f32 accumulators. Each 16-deep K slice of A (64x16)
-// and B (64x16) goes into one of ${stages} pipeline stages in XOR-swizzled shared
-// memory (mma_staging.py: by 16-byte cp.async where the operand is a plain aligned
-// load, else per element by the region's prologue loads); fragments by ldmatrix.
-// Iteration `it` waits for slice it - ${stages} + 1, issues slice `it` into the
-// stage the barrier just freed, then multiplies the waited slice. The accumulators
-// then go to a 64x64 f32 tile in the same shared memory, where split-K meets
-// (split_k_tile.part) and the epilogue runs along n (mma_store_smem.part), or
-// from the registers for a gated epilogue (mma_store_regs.part).
+// 2 x 4 mma.m16n8k16 tiles, f32 accumulators. Each 64-deep K stage of A (64x64)
+// and B (64x64) goes into one of two stage buffers of XOR-swizzled shared memory
+// (mma_staging.py: by 16-byte cp.async where the operand is a plain aligned load,
+// its addresses hoisted out of the loop, else per element by the region's prologue
+// loads); fragments by ldmatrix, one k16 step ahead (mma_mainloop.part). An
+// unaligned bound input takes a second copy of the loop that stages per element.
+// The accumulators then go to a 64x64 f32 tile in the same shared memory, where
+// split-K meets (split_k_tile.part) and the epilogue runs along n
+// (mma_store_smem.part), or from the registers for a gated epilogue
+// (mma_store_regs.part).
 extern "C" __global__ void __launch_bounds__(128) ${name}(${params}) {
-  // the pipeline's stages, reused by the epilogue (mma_store_smem.part)
+  // the stage buffers, reused by the epilogue (mma_store_smem.part)
   __shared__ __align__(128) unsigned char aotc_smem[${smem_bytes}];
-  ${ctype} (*As)[1024] = reinterpret_cast<${ctype} (*)[1024]>(aotc_smem);
-  ${ctype} (*Bs)[1024] = As + ${stages};
+  ${ctype} (*As)[4096] = reinterpret_cast<${ctype} (*)[4096]>(aotc_smem);
+  ${ctype} (*Bs)[4096] = As + 2;
   ${include mma_setup.part}
   const ${idx_t} kbeg = ${k_begin}, kend = ${k_end};
-  const int nk = (int)((kend - kbeg + 15) / 16);
-  for (int it = 0; it < nk + ${stages} - 1; ++it) {
-    aotc_cp_async_wait<${stages} - 2>();
-    __syncthreads();
-    if (it < nk) {
-      const int st = it % ${stages};
-      const ${idx_t} k0 = kbeg + 16 * it;
-${stage_a}
-${stage_b}
-    }
-    aotc_cp_async_commit();
-    if (it < ${stages} - 1) continue;
-    const int cur = (it - ${stages} + 1) % ${stages};
-    unsigned af[2][4], bf[4][2];
-${frag_a}
-${frag_b}
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) aotc_mma_m16n8k16_${elt}(acc[i][j], af[i], bf[j], acc[i][j]);
-  }
-  aotc_cp_async_wait<0>();
+  const int nk = (int)((kend - kbeg + 63) / 64);
+${mainloop}
   // the accumulators to a 64x64 f32 tile over the stages (rows of 72: the float2 stores of a half-warp
   // hit 16 distinct bank pairs), for the split-K handoff and the epilogue
   __syncthreads();                               // every warp is done with the stages
