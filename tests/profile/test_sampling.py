@@ -1,0 +1,99 @@
+"""sampling: which kernels run in full, what a sampled launch fills, the scaling, and a sampled engine run."""
+from __future__ import annotations
+
+import base64
+import zlib
+
+import numpy as np
+import pytest
+
+from aotc.errors import AotcError
+from aotc.kernels.host_compile import compile_host, have_host_compiler
+from aotc.kernels.nvrtc_compile import compile_device
+from aotc.package import plan as P
+from aotc.package.engine_format import engine_bytes
+from aotc.profile.sampling import kernel_policies, sampling_env, scale_counters
+
+SPLIT_SIGNATURE = r"""
+extern "C" __global__ void __launch_bounds__(256) aotc_dot_ab12cd34ef56(const float *__restrict__ in0,
+    const __half *in1, __half *out, float *__restrict__ aotc_ws, unsigned int *__restrict__ aotc_sem) {
+"""
+
+# scale: 8 blocks of 32, y = 2x; iota: 4 blocks of 32 writing int indices.
+SOURCE = r"""
+extern "C" __global__ void __launch_bounds__(32) scale(const float *__restrict__ x, float *__restrict__ y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = 2.0f * x[i];
+}
+extern "C" __global__ void __launch_bounds__(32) iota(int *__restrict__ idx) {
+  idx[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x * blockDim.x + threadIdx.x;
+}
+"""
+
+
+def test_policies_from_signatures():
+    pol = kernel_policies(SOURCE + SPLIT_SIGNATURE + "extern \"C\" __global__ void __launch_bounds__(64) "
+                          "aotc_ew_1(const float *__restrict__ a, long long n, __nv_bfloat16 *out, "
+                          "__half *__restrict__ out1) {")
+    assert pol["scale"] == {"full": None, "fill": [1]}
+    assert pol["iota"] == {"full": "writes int (idx)", "fill": []}
+    assert pol["aotc_dot_ab12cd34ef56"]["full"] == "split-K tile counters"
+    assert pol["aotc_ew_1"] == {"full": None, "fill": [2, 3]}     # the value argument is skipped, not counted out
+
+
+def test_sampling_env_lists_full_and_filled_kernels():
+    env = sampling_env(6, 3, kernel_policies(SOURCE))
+    assert env == {"AOTC_PROFILE_SAMPLE": "6 3", "AOTC_PROFILE_SAMPLE_KERNELS": "scale:1 iota:full"}
+    with pytest.raises(AotcError, match="at least 1"):
+        sampling_env(0, 0, {})
+
+
+def test_scale_counters():
+    c = {"grid": [4, 2, 1], "blocks_run": 2, "load_requests": 10, "load_sectors": 40, "load_bytes": 1280,
+         "store_requests": 3, "store_sectors": 12, "store_bytes": 300, "unique_load_sectors": 7,
+         "unique_store_sectors": 5, "shared_requests": 6, "shared_wavefronts": 9, "shared_phases": 6}
+    s = scale_counters(c)
+    assert s["sampled_blocks"] == [2, 8]
+    assert (s["load_requests"], s["store_bytes"], s["shared_wavefronts"]) == (40, 1200, 36)
+    assert s["unique_load_sectors"] == 7      # not a sum over blocks: left as measured
+    full = scale_counters(dict(c, blocks_run=8))
+    assert full["sampled_blocks"] == [8, 8] and full["load_requests"] == 10
+
+
+def build_engine() -> bytes:
+    x, y = P.TensorSpec("x", "f32", (256,)), P.TensorSpec("y", "f32", (256,))
+    idx = P.TensorSpec("idx", "i32", (128,))
+    launches = [P.Launch("scale", (8, 1, 1), (32, 1, 1), 0, [P.BufferRef("input", 0), P.BufferRef("output", 0)],
+                         bytes=2048),
+                P.Launch("iota", (4, 1, 1), (32, 1, 1), 0, [P.BufferRef("output", 1)], bytes=512)]
+    plan = P.EnginePlan(inputs=[x], outputs=[y, idx], arena_size=256, weights=b"\0" * 256, launches=launches,
+                        cubins={"sm_90": compile_device(SOURCE, "sm_90")},
+                        host_lib=compile_host(SOURCE, ["scale", "iota"], sanitize=False),
+                        manifest={"kernel_source": base64.b64encode(zlib.compress(SOURCE.encode())).decode(),
+                                  "kernel_extents": {"scale": [1024, 1024], "iota": [512]}})
+    return engine_bytes(plan)
+
+
+@pytest.mark.skipif(not have_host_compiler(), reason="no host C++ compiler")
+def test_a_sampled_run_skips_blocks_fills_their_outputs_and_runs_index_kernels_in_full():
+    from aotc.package.sample_inputs import random_inputs
+    from aotc.profile.engine_profile import profiled_run
+    data = build_engine()
+    counters, _, out = profiled_run(data, {}, seed=5, sample_blocks=3)
+    scale, iota = counters
+    assert scale["sampled_blocks"] == [3, 8] and iota["sampled_blocks"] == [4, 4]
+    ran = scale["sampled"]
+    assert len(ran) == 3 and ran[0] == 0 and ran[-1] == 7
+    assert counters == profiled_run(data, {}, seed=5, sample_blocks=3)[0]     # deterministic by seed
+    assert {tuple(c["sampled"]) for s in range(6) for c in profiled_run(data, {}, s, 3)[0][:1]} != {tuple(ran)}
+    # one load and one store request per block, scaled to 8 blocks
+    assert (scale["load_requests"], scale["store_requests"], scale["load_bytes"]) == (8, 8, 1024)
+    assert np.array_equal(out["idx"], np.arange(128, dtype=np.int32))
+    x = random_inputs([P.TensorSpec("x", "f32", (256,))], 5)["x"]
+    y = out["y"].reshape(8, 32)
+    for b in range(8):
+        if b in ran:
+            np.testing.assert_array_equal(y[b], 2 * x.reshape(8, 32)[b])
+        else:      # the fill: finite, every byte in 0x30..0x3f
+            assert np.isfinite(y[b]).all()
+            assert ((y[b].view(np.uint8) & 0xf0) == 0x30).all()
