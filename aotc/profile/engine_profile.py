@@ -152,6 +152,10 @@ def format_profile(p: dict) -> str:
     lines = []
     if p["dims"]:
         lines.append("at " + ", ".join(f"{k}={v}" for k, v in p["dims"].items()))
+    if "sample_blocks" in p:
+        n = sum(1 for k in p["kernels"] if k["sampled_blocks"][0] < k["sampled_blocks"][1])
+        lines.append(f"sampled: at most {p['sample_blocks']} blocks per launch; {n} of {len(p['kernels'])} "
+                     "launches ran a sample, their counts scaled by blocks in the grid / blocks run")
     if p["sass_tool"] is None:
         lines.append("instruction mix: nvdisasm not found (pip install nvidia-cuda-nvdisasm); no SASS section")
     head = f"{'kernel':<28} {'ld eff':>7} {'st eff':>7} {'sec/req':>7} {'smem acc':>8} {'conflicts':>9}"
