@@ -15,11 +15,13 @@ the kernels are the full models' templates at smaller grids), at batch 1.
 at seq 128) and --batch B any batch; both run only --sample-blocks N blocks per
 launch (default 8; aotc/profile/sampling.py), scaling the counts to the grid.
 
-    python -m bench.profile_report [--kernels] [--full] [--batch B] [--sample-blocks N] [model[:precision] ...]
+    python -m bench.profile_report [--kernels] [--full] [--batch B] [--sample-blocks N] [--save DIR]
+                                  [model[:precision] ...]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -63,7 +65,7 @@ def summary(name: str, p: dict) -> str:
 
 def main(argv: list[str]) -> None:
     import aotc
-    from aotc.profile.engine_profile import format_profile, profile_engine
+    from aotc.profile.engine_profile import format_profile, profile_engine, to_json
     ap = argparse.ArgumentParser(prog="python -m bench.profile_report")
     ap.add_argument("models", nargs="*", metavar="model[:precision]")
     ap.add_argument("--kernels", action="store_true", help="print each launch's row")
@@ -71,6 +73,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--sample-blocks", type=int, default=None, metavar="N",
                     help="blocks per launch (default: 8 with --full or --batch > 1, else every block)")
+    ap.add_argument("--save", metavar="DIR", help="also write each profile's JSON to DIR")
     args = ap.parse_args(argv)
     sample = args.sample_blocks
     if sample is None and (args.full or args.batch > 1):
@@ -91,6 +94,10 @@ def main(argv: list[str]) -> None:
             t2 = time.perf_counter()
         if args.kernels:
             print(format_profile(p))
+        if args.save:
+            os.makedirs(args.save, exist_ok=True)
+            with open(os.path.join(args.save, f"{model_name}_{precision}_b{args.batch}.json"), "w") as f:
+                f.write(to_json(p))
         how = f"batch {args.batch}, {size}, " + (f"{sample} blocks/launch" if sample else "every block")
         print(summary(f"{model_name}:{precision}", p) + f"  ({how}; compile {t1 - t0:.0f} s, profile {t2 - t1:.0f} s)",
               flush=True)
