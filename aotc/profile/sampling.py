@@ -2,17 +2,19 @@
 
 Emulating every thread block of a full-size batch-32 engine under instrumentation
 takes hours; running N blocks per launch (the first, the last and one per stratum
-between, cuda_host_profile.h) takes minutes, and a kernel's blocks run the same
+between, cuda_host_profile.h; N tiles of a split-K launch) takes minutes, and a kernel's blocks run the same
 code over different tiles, so ratios over the sampled blocks (efficiencies,
 sectors per request, bank conflicts per access) stand for the launch and counts
 scale by blocks in the grid / blocks run.
 
 Skipping blocks is safe only where nothing depends on what the skipped blocks
-would have written. From each kernel's signature in the engine's source:
-- a kernel with split-K tile counters (`aotc_sem`) runs every block: its
-  last-block protocol (aotc_split_last) sums the tile's partials and resets the
-  counter for the next launch only when all the tile's blocks arrive; split-K
-  keeps a launch within one wave (split_k.py), so running it in full is cheap;
+would have written. From each kernel's signature and body in the engine's source:
+- a kernel with split-K tile counters (`aotc_sem`) samples whole tiles: its
+  last-block protocol (aotc_split_last) sums a tile's partials and resets the
+  tile's counter for the next launch only when all the tile's blocks arrive, so
+  each sampled tile runs all its splits (blockIdx.z % S in the GEMM templates,
+  blockIdx.y in depthwise_project_split.part); one whose split layout is not
+  recognized runs every block (split-K keeps a launch within one wave, split_k.py);
 - a kernel that writes an integer or bool tensor runs every block: such a
   tensor may be a gather/scatter index or a size downstream, and garbage there
   reads out of bounds;
@@ -33,22 +35,43 @@ _KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s
 _POINTER = re.compile(r"^(const\s+)?([\w ]+?)\s*\*\s*(?:__restrict__\s*)?(\w+)$")
 
 
+_SPLIT_Z = re.compile(r"blockIdx\.z\s*%\s*(\d+)\b")
+_SPLIT_Y = re.compile(r"aotc_split_last\(aotc_sem\s*\+\s*tile,\s*(\d+)u?\)")
+
+
+def _split_layout(body: str) -> tuple[str, int] | None:
+    """A split-K kernel's (grid axis, splits) from its body, or None when not recognized."""
+    z, y = _SPLIT_Z.findall(body), _SPLIT_Y.findall(body)
+    if len(set(z)) == 1 and not y:
+        return "z", int(z[0])
+    if len(set(y)) == 1 and not z:
+        return "y", int(y[0])
+    return None
+
+
 def kernel_policies(source: str) -> dict[str, dict]:
-    """Per kernel in `source`: {"full": reason or None, "fill": [indices of written pointer params]}."""
+    """Per kernel in `source`: {"full": reason or None, "split": (axis, splits) or None,
+    "fill": [indices of the written pointer params a sampled launch fills]}."""
     out = {}
-    for name, params in _KERNEL.findall(source):
-        fill, full = [], None
+    found = list(_KERNEL.finditer(source))
+    for at, m in enumerate(found):
+        name, params = m.group(1), m.group(2)
+        body = source[m.end():found[at + 1].start() if at + 1 < len(found) else len(source)]
+        fill, full, split = [], None, None
         for i, param in enumerate(p.strip() for p in params.split(",") if p.strip()):
-            m = _POINTER.match(param)
-            if not m or m.group(1):
+            pm = _POINTER.match(param)
+            if not pm or pm.group(1):
                 continue                     # a value argument or a const (read-only) pointer
-            ctype, pname = m.group(2).strip(), m.group(3)
+            ctype, pname = pm.group(2).strip(), pm.group(3)
             if pname == "aotc_sem":
-                full = "split-K tile counters"
+                split = _split_layout(body)
+                if split is None and full is None:
+                    full = "split-K tile counters in an unrecognized split layout"
             elif ctype in INDEX_TYPES and full is None:
                 full = f"writes {ctype} ({pname})"
-            fill.append(i)
-        out[name] = {"full": full, "fill": [] if full else fill}
+            if pname not in ("aotc_sem", "aotc_ws"):
+                fill.append(i)
+        out[name] = {"full": full, "split": None if full else split, "fill": [] if full else fill}
     return out
 
 
@@ -58,10 +81,13 @@ def sampling_env(blocks: int, seed: int, policies: dict[str, dict]) -> dict[str,
         raise AotcError(f"--sample-blocks must be at least 1, not {blocks}")
     entries = []
     for name, pol in policies.items():
+        fill = ",".join(str(i) for i in pol["fill"])
         if pol["full"]:
             entries.append(f"{name}:full")
-        elif pol["fill"]:
-            entries.append(f"{name}:{','.join(str(i) for i in pol['fill'])}")
+        elif pol["split"]:
+            entries.append(f"{name}:{pol['split'][0]}{pol['split'][1]}:{fill}")
+        elif fill:
+            entries.append(f"{name}:{fill}")
     return {"AOTC_PROFILE_SAMPLE": f"{blocks} {seed}", "AOTC_PROFILE_SAMPLE_KERNELS": " ".join(entries)}
 
 

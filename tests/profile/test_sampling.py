@@ -17,9 +17,12 @@ from aotc.profile.sampling import kernel_policies, sampling_env, scale_counters
 SPLIT_SIGNATURE = r"""
 extern "C" __global__ void __launch_bounds__(256) aotc_dot_ab12cd34ef56(const float *__restrict__ in0,
     const __half *in1, __half *out, float *__restrict__ aotc_ws, unsigned int *__restrict__ aotc_sem) {
+  const long long k0 = (long long)(blockIdx.z % 4) * 96;
 """
 
-# scale: 8 blocks of 32, y = 2x; iota: 4 blocks of 32 writing int indices.
+# scale: 8 blocks of 32, y = 2x; iota: 4 blocks of 32 writing int indices; ksum: split-K over 3
+# splits (blockIdx.z) of 4 tiles (blockIdx.x), y[tile] = the sum of x's 3 rows there, the tile's
+# last block adding the partials and resetting its counter.
 SOURCE = r"""
 extern "C" __global__ void __launch_bounds__(32) scale(const float *__restrict__ x, float *__restrict__ y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -28,6 +31,22 @@ extern "C" __global__ void __launch_bounds__(32) scale(const float *__restrict__
 extern "C" __global__ void __launch_bounds__(32) iota(int *__restrict__ idx) {
   idx[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x * blockDim.x + threadIdx.x;
 }
+extern "C" __global__ void __launch_bounds__(32) ksum(const float *__restrict__ x, float *__restrict__ y,
+                                                      float *__restrict__ aotc_ws, unsigned int *__restrict__ aotc_sem) {
+  __shared__ unsigned int last;
+  const int tile = blockIdx.x, q = blockIdx.z % 3, e = tile * 32 + threadIdx.x;
+  aotc_ws[q * 128 + e] = x[q * 128 + e];
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(aotc_sem + tile, 1u) == 2;
+    if (last) atomicExch(aotc_sem + tile, 0u);
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  y[e] = aotc_ws[e] + aotc_ws[128 + e] + aotc_ws[256 + e];
+}
 """
 
 
@@ -35,15 +54,18 @@ def test_policies_from_signatures():
     pol = kernel_policies(SOURCE + SPLIT_SIGNATURE + "extern \"C\" __global__ void __launch_bounds__(64) "
                           "aotc_ew_1(const float *__restrict__ a, long long n, __nv_bfloat16 *out, "
                           "__half *__restrict__ out1) {")
-    assert pol["scale"] == {"full": None, "fill": [1]}
-    assert pol["iota"] == {"full": "writes int (idx)", "fill": []}
-    assert pol["aotc_dot_ab12cd34ef56"]["full"] == "split-K tile counters"
-    assert pol["aotc_ew_1"] == {"full": None, "fill": [2, 3]}     # the value argument is skipped, not counted out
+    assert pol["scale"] == {"full": None, "split": None, "fill": [1]}
+    assert pol["iota"] == {"full": "writes int (idx)", "split": None, "fill": []}
+    assert pol["aotc_dot_ab12cd34ef56"] == {"full": None, "split": ("z", 4), "fill": [2]}
+    assert pol["ksum"] == {"full": None, "split": ("z", 3), "fill": [1]}
+    odd = kernel_policies(SPLIT_SIGNATURE.replace("blockIdx.z % 4", "blockIdx.x"))
+    assert odd["aotc_dot_ab12cd34ef56"]["full"].startswith("split-K tile counters")
+    assert pol["aotc_ew_1"] == {"full": None, "split": None, "fill": [2, 3]}     # the value argument is skipped, not counted out
 
 
 def test_sampling_env_lists_full_and_filled_kernels():
     env = sampling_env(6, 3, kernel_policies(SOURCE))
-    assert env == {"AOTC_PROFILE_SAMPLE": "6 3", "AOTC_PROFILE_SAMPLE_KERNELS": "scale:1 iota:full"}
+    assert env == {"AOTC_PROFILE_SAMPLE": "6 3", "AOTC_PROFILE_SAMPLE_KERNELS": "scale:1 iota:full ksum:z3:1"}
     with pytest.raises(AotcError, match="at least 1"):
         sampling_env(0, 0, {})
 
@@ -61,39 +83,73 @@ def test_scale_counters():
 
 
 def build_engine() -> bytes:
-    x, y = P.TensorSpec("x", "f32", (256,)), P.TensorSpec("y", "f32", (256,))
+    """scale, iota, then ksum twice (sharing its tile counters, zeroed once per context)."""
+    x, y, xs = P.TensorSpec("x", "f32", (256,)), P.TensorSpec("y", "f32", (256,)), P.TensorSpec("xs", "f32", (3, 128))
     idx = P.TensorSpec("idx", "i32", (128,))
+    s1, s2 = P.TensorSpec("s1", "f32", (128,)), P.TensorSpec("s2", "f32", (128,))
+    ws, sem = P.BufferRef("arena", offset=0), P.BufferRef("arena", offset=1792)
     launches = [P.Launch("scale", (8, 1, 1), (32, 1, 1), 0, [P.BufferRef("input", 0), P.BufferRef("output", 0)],
                          bytes=2048),
-                P.Launch("iota", (4, 1, 1), (32, 1, 1), 0, [P.BufferRef("output", 1)], bytes=512)]
-    plan = P.EnginePlan(inputs=[x], outputs=[y, idx], arena_size=256, weights=b"\0" * 256, launches=launches,
-                        cubins={"sm_90": compile_device(SOURCE, "sm_90")},
-                        host_lib=compile_host(SOURCE, ["scale", "iota"], sanitize=False),
+                P.Launch("iota", (4, 1, 1), (32, 1, 1), 0, [P.BufferRef("output", 1)], bytes=512),
+                P.Launch("ksum", (4, 1, 3), (32, 1, 1), 0, [P.BufferRef("input", 1), P.BufferRef("output", 2), ws, sem],
+                         bytes=2048),
+                P.Launch("ksum", (4, 1, 3), (32, 1, 1), 0, [P.BufferRef("input", 1), P.BufferRef("output", 3), ws, sem],
+                         bytes=2048)]
+    names = ["scale", "iota", "ksum"]
+    plan = P.EnginePlan(inputs=[x, xs], outputs=[y, idx, s1, s2], arena_size=2048, arena_zeroed=256, weights=b"\0" * 256,
+                        launches=launches, cubins={"sm_90": compile_device(SOURCE, "sm_90")},
+                        host_lib=compile_host(SOURCE, names, sanitize=False),
                         manifest={"kernel_source": base64.b64encode(zlib.compress(SOURCE.encode())).decode(),
-                                  "kernel_extents": {"scale": [1024, 1024], "iota": [512]}})
+                                  "kernel_extents": {"scale": [1024, 1024], "iota": [512],
+                                                     "ksum": [1536, 512, 1536, 16]}})
     return engine_bytes(plan)
 
 
+def filled(v: np.ndarray) -> bool:
+    """The sampling fill: finite, every byte in 0x30..0x3f."""
+    return bool(np.isfinite(v).all() and ((v.view(np.uint8) & 0xf0) == 0x30).all())
+
+
+@pytest.fixture(scope="module")
+def engine() -> bytes:
+    return build_engine()
+
+
 @pytest.mark.skipif(not have_host_compiler(), reason="no host C++ compiler")
-def test_a_sampled_run_skips_blocks_fills_their_outputs_and_runs_index_kernels_in_full():
+def test_a_sampled_run_skips_blocks_fills_their_outputs_and_runs_index_kernels_in_full(engine):
     from aotc.package.sample_inputs import random_inputs
     from aotc.profile.engine_profile import profiled_run
-    data = build_engine()
-    counters, _, out = profiled_run(data, {}, seed=5, sample_blocks=3)
-    scale, iota = counters
+    counters, _, out = profiled_run(engine, {}, seed=5, sample_blocks=3)
+    scale, iota = counters[:2]
     assert scale["sampled_blocks"] == [3, 8] and iota["sampled_blocks"] == [4, 4]
     ran = scale["sampled"]
     assert len(ran) == 3 and ran[0] == 0 and ran[-1] == 7
-    assert counters == profiled_run(data, {}, seed=5, sample_blocks=3)[0]     # deterministic by seed
-    assert {tuple(c["sampled"]) for s in range(6) for c in profiled_run(data, {}, s, 3)[0][:1]} != {tuple(ran)}
+    assert counters == profiled_run(engine, {}, seed=5, sample_blocks=3)[0]     # deterministic by seed
+    assert {tuple(c["sampled"]) for s in range(6) for c in profiled_run(engine, {}, s, 3)[0][:1]} != {tuple(ran)}
     # one load and one store request per block, scaled to 8 blocks
     assert (scale["load_requests"], scale["store_requests"], scale["load_bytes"]) == (8, 8, 1024)
     assert np.array_equal(out["idx"], np.arange(128, dtype=np.int32))
-    x = random_inputs([P.TensorSpec("x", "f32", (256,))], 5)["x"]
+    x = random_inputs([P.TensorSpec("x", "f32", (256,)), P.TensorSpec("xs", "f32", (3, 128))], 5)["x"]
     y = out["y"].reshape(8, 32)
     for b in range(8):
         if b in ran:
             np.testing.assert_array_equal(y[b], 2 * x.reshape(8, 32)[b])
-        else:      # the fill: finite, every byte in 0x30..0x3f
-            assert np.isfinite(y[b]).all()
-            assert ((y[b].view(np.uint8) & 0xf0) == 0x30).all()
+        else:
+            assert filled(y[b])
+
+
+@pytest.mark.skipif(not have_host_compiler(), reason="no host C++ compiler")
+def test_split_k_samples_whole_tiles_and_leaves_the_counters_zero(engine):
+    from aotc.package.sample_inputs import random_inputs
+    from aotc.profile.engine_profile import profiled_run
+    counters, _, out = profiled_run(engine, {}, seed=1, sample_blocks=2)
+    first, second = counters[2:]
+    # tiles 0 and 3 (the first and the last), each with its 3 splits (blockIdx.z)
+    assert first["sampled_blocks"] == second["sampled_blocks"] == [6, 12]
+    assert first["sampled"] == [0, 3, 4, 7, 8, 11]
+    xs = random_inputs([P.TensorSpec("x", "f32", (256,)), P.TensorSpec("xs", "f32", (3, 128))], 1)["xs"]
+    want = (xs[0] + xs[1] + xs[2]).reshape(4, 32)
+    for name in ("s1", "s2"):      # the second launch finds the counters at 0 again: its tiles sum too
+        s = out[name].reshape(4, 32)
+        np.testing.assert_array_equal(s[[0, 3]], want[[0, 3]])
+        assert filled(s[1]) and filled(s[2])

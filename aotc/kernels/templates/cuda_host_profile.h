@@ -64,6 +64,8 @@ struct Totals {
 
 struct KernelPolicy {
   bool full = false;
+  char axis = 0;  // split-K: the grid axis of the splits ('z': blockIdx.z % splits, 'y': blockIdx.y)
+  unsigned splits = 1;
   std::vector<int> fill;  // parameter indices
 };
 
@@ -158,7 +160,9 @@ __attribute__((no_sanitize_address)) inline uint64_t splitmix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Re-read the sampling environment when it changed since the last launch.
+// Re-read the sampling environment when it changed since the last launch. A kernel's entry:
+// "name:full", "name:FILL" or "name:zS:FILL" / "name:yS:FILL" (FILL: parameter indices, comma
+// separated, maybe none): a split-K kernel whose tiles' S splits are blockIdx.z % S (z) or blockIdx.y (y).
 __attribute__((no_sanitize_address)) inline void parse_sampling(Sampling &sm) {
   const char *a = getenv("AOTC_PROFILE_SAMPLE"), *k = getenv("AOTC_PROFILE_SAMPLE_KERNELS");
   std::string spec = std::string(a ? a : "") + "|" + (k ? k : "");
@@ -181,6 +185,11 @@ __attribute__((no_sanitize_address)) inline void parse_sampling(Sampling &sm) {
     if (!strncmp(c, "full", 4)) {
       pol.full = true;
       c += 4;
+    } else if ((*c == 'y' || *c == 'z') && c[1] >= '1' && c[1] <= '9') {
+      pol.axis = *c;
+      char *end = nullptr;
+      pol.splits = (unsigned)strtoul(c + 1, &end, 10);
+      c = end + (*end == ':');
     }
     while (*c >= '0' && *c <= '9') {
       char *end = nullptr;
@@ -190,24 +199,46 @@ __attribute__((no_sanitize_address)) inline void parse_sampling(Sampling &sm) {
   }
 }
 
-// Choose the launch's blocks: every one, or the first, the last and one per stratum between.
-__attribute__((no_sanitize_address)) inline void choose_blocks(Sampling &sm, const char *kernel, uint64_t nb) {
+// The blocks of sampling unit `u`: one block, or a split-K tile's `splits` blocks.
+__attribute__((no_sanitize_address)) inline void unit_blocks(const KernelPolicy *pol, const unsigned *g, uint64_t u,
+                                                             std::vector<uint8_t> &want) {
+  if (!pol || !pol->axis) {
+    want[u] = 1;
+    return;
+  }
+  uint64_t gx = g[0], gy = g[1], S = pol->splits;
+  for (uint64_t q = 0; q < S; q++) {
+    if (pol->axis == 'z')
+      want[u % (gx * gy) + gx * gy * (u / (gx * gy) * S + q)] = 1;
+    else
+      want[u % gx + gx * (q + S * (u / gx))] = 1;
+  }
+}
+
+// Choose the launch's blocks: every one, or the first, the last and one per stratum between (of the
+// blocks, or of a split-K launch's tiles, each with all its splits).
+__attribute__((no_sanitize_address)) inline void choose_blocks(Sampling &sm, const char *kernel, const unsigned *g,
+                                                               uint64_t nb) {
   sm.want.clear();
   sm.chosen.clear();
   sm.run = nb;
   auto it = sm.kernels.find(kernel);
-  if (!sm.n || sm.n >= nb || (it != sm.kernels.end() && it->second.full)) return;
+  const KernelPolicy *pol = it == sm.kernels.end() ? nullptr : &it->second;
+  if (pol && (pol->full || (pol->axis && !(pol->axis == 'z' ? g[2] % pol->splits == 0 : g[1] == pol->splits))))
+    return;  // every block: the kernel must, or its grid lacks the split layout its entry says
+  uint64_t units = pol && pol->axis ? nb / pol->splits : nb;
+  if (!sm.n || sm.n >= units) return;
   uint64_t h = 1469598103934665603ull;  // FNV-1a of the name, mixed with the seed
   for (const char *c = kernel; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
   uint64_t r = splitmix(h ^ splitmix(sm.seed));
   sm.want.assign(nb, 0);
-  sm.want[0] = 1;
-  if (sm.n > 1) sm.want[nb - 1] = 1;
-  uint64_t strata = sm.n > 2 ? sm.n - 2 : 0, inner = nb - 2;
+  unit_blocks(pol, g, 0, sm.want);
+  if (sm.n > 1) unit_blocks(pol, g, units - 1, sm.want);
+  uint64_t strata = sm.n > 2 ? sm.n - 2 : 0, inner = units - 2;
   for (uint64_t i = 0; i < strata; i++) {
     uint64_t lo = 1 + i * inner / strata, hi = 1 + (i + 1) * inner / strata;
     r = splitmix(r);
-    sm.want[lo + r % (hi - lo)] = 1;
+    unit_blocks(pol, g, lo + r % (hi - lo), sm.want);
   }
   for (uint64_t b = 0; b < nb; b++)
     if (sm.want[b]) sm.chosen.push_back(b);
@@ -243,7 +274,7 @@ __attribute__((no_sanitize_address)) inline void launch_begin(const aotc_emu::La
   Sampling &sm = p.sample;
   const aotc_san::State &s = aotc_san::st();
   parse_sampling(sm);
-  choose_blocks(sm, s.kernel, L->nblocks);
+  choose_blocks(sm, s.kernel, p.grid, L->nblocks);
   auto it = sm.kernels.find(s.kernel);
   if (sm.want.empty() || it == sm.kernels.end()) return;
   for (const aotc_san::Region &reg : s.regions)
