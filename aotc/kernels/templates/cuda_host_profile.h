@@ -22,10 +22,12 @@
 // AOTC_PROFILE_SAMPLE="N SEED" a launch of more than N blocks runs only N of
 // them -- the first, the last, and one drawn from each of N - 2 equal strata
 // of the blocks between (seeded by SEED and the kernel's name) -- and the
-// emulator skips the rest; the JSON line says how many ran and which.
-// AOTC_PROFILE_SAMPLE_KERNELS="name:full name:2,5 ..." names the kernels that
-// must run every block (grid-wide protocols, index outputs) and, for the
-// others, the parameters a sampled launch fills with finite random bytes
+// emulator skips the rest; the JSON line says how many ran and which. A
+// split-K launch samples N tiles instead, each with all its splits.
+// AOTC_PROFILE_SAMPLE_KERNELS="name:full name:2,5 name:z4:2 ..." names the
+// kernels that must run every block (index outputs, an unknown grid-wide
+// protocol), the split-K ones and their split axis, and per kernel the
+// parameters a sampled launch fills with finite random bytes
 // before it runs, so that what the skipped blocks leave is finite data for
 // every float type (each byte 0x30..0x3f) instead of an older tensor's bits.
 #pragma once
