@@ -153,3 +153,35 @@ def test_split_k_samples_whole_tiles_and_leaves_the_counters_zero(engine):
         s = out[name].reshape(4, 32)
         np.testing.assert_array_equal(s[[0, 3]], want[[0, 3]])
         assert filled(s[1]) and filled(s[2])
+
+
+def split_k_model():
+    """A 2 x 4096 by 4096 x 256 MatMul: K > 40 M, so split-K (split_k.py)."""
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((4096, 256)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4096])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 256])], [w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.skipif(not have_host_compiler(), reason="no host C++ compiler")
+def test_a_compiled_split_k_gemm_samples_tiles(tmp_path):
+    import aotc
+    from aotc.package.sanitize import kernel_source
+    from aotc.profile.engine_profile import profiled_run
+    path = tmp_path / "mm.engine"
+    aotc.compile(split_k_model(), str(path), arch="sm_90", precision="fp16")
+    data = path.read_bytes()
+    pol = kernel_policies(kernel_source(data))
+    (name, p), = pol.items()
+    assert p["full"] is None and p["split"][0] == "z" and p["split"][1] > 1, p
+    splits = p["split"][1]
+    (full,), _, want = profiled_run(data, {}, seed=2)
+    (samp,), _, got = profiled_run(data, {}, seed=2, sample_blocks=2)
+    tiles = full["grid"][0] * full["grid"][1] * full["grid"][2] // splits
+    assert samp["sampled_blocks"] == [2 * splits, tiles * splits]
+    # the first and last 64-column tiles ran every split and summed them as the full run did
+    np.testing.assert_array_equal(got["y"][:, :64], want["y"][:, :64])
+    np.testing.assert_array_equal(got["y"][:, -64:], want["y"][:, -64:])
+    assert filled(got["y"][:, 64:-64])
