@@ -1,26 +1,43 @@
 """Profile report: what `aotc profile` measures on the e2e models, per model and precision.
 
-Compiles ResNet-50 and BERT-base (random weights, aotc/bench/models/real.py) at
-reduced sizes that the serial profiling emulation runs in minutes (ResNet-50 at
-64x64, BERT-base with 2 layers at seq 32; the kernels are the full models'
-templates at smaller grids), in fp32 and fp16, for sm_80 and sm_90, and prints
-per model: launches, the modelled-byte-weighted global load/store efficiency,
-the launches under 90% efficiency, bank conflicts in GEMM/conv/attention kernels,
-the launches with local memory (spills or local arrays), the launches under 25%
-theoretical occupancy on sm_90, and the predicted H200 time against the roofline
-floor. --kernels prints each launch's row.
+Compiles ResNet-50 and BERT-base (random weights, aotc/bench/models/real.py) in
+fp32 and fp16 for sm_80 and sm_90 and prints per model: launches, the
+modelled-byte-weighted global load/store efficiency, the launches under 90%
+efficiency, bank conflicts in GEMM/conv/attention kernels, the launches with
+local memory (spills or local arrays), the launches under 25% theoretical
+occupancy on sm_90, and the predicted H200 time against the roofline floor.
+--kernels prints each launch's row.
 
-    python -m bench.profile_report [--kernels] [model[:precision] ...]
+By default the models are reduced so that the serial profiling emulation runs
+every block in minutes (ResNet-50 at 64x64, BERT-base with 2 layers at seq 32;
+the kernels are the full models' templates at smaller grids), at batch 1.
+--full profiles the full sizes (ResNet-50 at 224x224, BERT-base with 12 layers
+at seq 128) and --batch B any batch; both run only --sample-blocks N blocks per
+launch (default 8; aotc/profile/sampling.py), scaling the counts to the grid.
+
+    python -m bench.profile_report [--kernels] [--full] [--batch B] [--sample-blocks N] [--save DIR]
+                                  [model[:precision] ...]
 """
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 import tempfile
 import time
 
 from aotc.bench.models.real import bert_base, resnet50
 
-MODELS = {"resnet50": lambda: resnet50(batch=1, size=64), "bert_base": lambda: bert_base(batch=1, seq=32, layers=2)}
+
+def build_model(name: str, batch: int, full: bool):
+    """The model and its example inputs at the report's size."""
+    if name == "resnet50":
+        return resnet50(batch=batch, size=224 if full else 64)
+    if name == "bert_base":
+        return bert_base(batch=batch, seq=128, layers=12) if full else bert_base(batch=batch, seq=32, layers=2)
+    raise SystemExit(f"profile_report: unknown model {name!r} (resnet50, bert_base)")
+
+
 HEAVY = ("dot", "conv", "attention", "depthwise")
 
 
@@ -48,24 +65,41 @@ def summary(name: str, p: dict) -> str:
 
 def main(argv: list[str]) -> None:
     import aotc
-    from aotc.profile.engine_profile import format_profile, profile_engine
-    show = "--kernels" in argv
-    wanted = [a for a in argv if not a.startswith("--")] or [f"{m}:{p}" for m in MODELS for p in ("fp32", "fp16")]
+    from aotc.profile.engine_profile import format_profile, profile_engine, to_json
+    ap = argparse.ArgumentParser(prog="python -m bench.profile_report")
+    ap.add_argument("models", nargs="*", metavar="model[:precision]")
+    ap.add_argument("--kernels", action="store_true", help="print each launch's row")
+    ap.add_argument("--full", action="store_true", help="full-size models (sampled)")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--sample-blocks", type=int, default=None, metavar="N",
+                    help="blocks per launch (default: 8 with --full or --batch > 1, else every block)")
+    ap.add_argument("--save", metavar="DIR", help="also write each profile's JSON to DIR")
+    args = ap.parse_args(argv)
+    sample = args.sample_blocks
+    if sample is None and (args.full or args.batch > 1):
+        sample = 8
+    wanted = args.models or [f"{m}:{p}" for m in ("resnet50", "bert_base") for p in ("fp32", "fp16")]
+    size = "full size" if args.full else "reduced"
     for item in wanted:
         model_name, _, precision = item.partition(":")
         precision = precision or "fp32"
-        model, _ = MODELS[model_name]()
+        model, _ = build_model(model_name, args.batch, args.full)
         with tempfile.TemporaryDirectory(prefix="aotc-profile-report-") as tmp:
             t0 = time.perf_counter()
             path = f"{tmp}/{model_name}.engine"
             aotc.compile(model, path, arch=["sm_80", "sm_90"], precision=precision)
             t1 = time.perf_counter()
             with open(path, "rb") as f:
-                p = profile_engine(f.read())
+                p = profile_engine(f.read(), sample_blocks=sample)
             t2 = time.perf_counter()
-        if show:
+        if args.kernels:
             print(format_profile(p))
-        print(summary(f"{model_name}:{precision}", p) + f"  (compile {t1 - t0:.0f} s, profile {t2 - t1:.0f} s)",
+        if args.save:
+            os.makedirs(args.save, exist_ok=True)
+            with open(os.path.join(args.save, f"{model_name}_{precision}_b{args.batch}.json"), "w") as f:
+                f.write(to_json(p))
+        how = f"batch {args.batch}, {size}, " + (f"{sample} blocks/launch" if sample else "every block")
+        print(summary(f"{model_name}:{precision}", p) + f"  ({how}; compile {t1 - t0:.0f} s, profile {t2 - t1:.0f} s)",
               flush=True)
 
 

@@ -55,20 +55,30 @@ def manifest_fields(source: str, kernels) -> dict:
     return {"kernel_source": packed, "kernel_extents": kernel_extents(kernels)}
 
 
+def _source_of(plan, profile: bool) -> tuple[str, dict]:
+    packed, extents = plan.manifest.get("kernel_source"), plan.manifest.get("kernel_extents")
+    what = "profile" if profile else "sanitize"
+    if not isinstance(packed, str) or not isinstance(extents, dict):
+        raise AotcError(f"cannot {what} this engine: it carries no kernel source (compiled by an older "
+                        "aotc); compile it again")
+    try:
+        return zlib.decompress(base64.b64decode(packed)).decode(), extents
+    except (ValueError, zlib.error, UnicodeDecodeError) as e:
+        raise AotcError(f"cannot {what} this engine: its kernel source is corrupt ({e})") from e
+
+
+def kernel_source(data: bytes) -> str:
+    """The CUDA source of engine image `data`'s kernels (what a profiling build is compiled from)."""
+    from aotc.package.engine_format import read_engine
+    return _source_of(read_engine(data), True)[0]
+
+
 def sanitized_engine(data: bytes, profile: bool = False) -> bytes:
     """The engine image `data` with its host build replaced by a sanitizing (or profiling) one."""
     from aotc.kernels.host_compile import compile_host
     from aotc.package.engine_format import engine_bytes, read_engine
     plan = read_engine(data)
-    packed, extents = plan.manifest.get("kernel_source"), plan.manifest.get("kernel_extents")
-    if not isinstance(packed, str) or not isinstance(extents, dict):
-        what = "profile" if profile else "sanitize"
-        raise AotcError(f"cannot {what} this engine: it carries no kernel source (compiled by an older "
-                        "aotc); compile it again")
-    try:
-        source = zlib.decompress(base64.b64decode(packed)).decode()
-    except (ValueError, zlib.error, UnicodeDecodeError) as e:
-        raise AotcError(f"cannot sanitize this engine: its kernel source is corrupt ({e})") from e
+    source, extents = _source_of(plan, profile)
     names = list(dict.fromkeys(ln.kernel for ln in plan.launches))
     plan.host_lib = compile_host(source, names, sanitize=True, profile=profile,
                                  extents={n: [int(e) for e in extents.get(n, [])] for n in names})

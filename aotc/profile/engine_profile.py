@@ -20,7 +20,7 @@ from aotc.package.dim_values import choose_dims, concrete_spec
 from aotc.package.engine_format import read_engine
 from aotc.package.inspect import H200_BANDWIDTH, H200_FP32_FLOPS, H200_TC_FLOPS, uses_tensor_cores
 from aotc.package.sample_inputs import random_inputs
-from aotc.profile import model, sass
+from aotc.profile import model, sampling, sass
 from aotc.profile.occupancy import SM_LIMITS, occupancy
 
 PREDICTED_ARCH = "sm_90"     # the model's figures are an H200's
@@ -31,23 +31,36 @@ def kernel_kind(name: str) -> str:
     return re.sub(r"(_[0-9a-f]{6,}|_v?\d+)+$", "", re.sub(r"^aotc_", "", name)) or name
 
 
-def run_counters(data: bytes, dims: dict[str, int], seed: int = 0) -> tuple[list[dict], dict[str, int]]:
+def run_counters(data: bytes, dims: dict[str, int], seed: int = 0,
+                 sample_blocks: int | None = None) -> tuple[list[dict], dict[str, int]]:
     """Each launch's counters from one profiled cpu run of engine `data`, and the dims it ran at."""
+    counters, values, _ = profiled_run(data, dims, seed, sample_blocks)
+    return counters, values
+
+
+def profiled_run(data: bytes, dims: dict[str, int], seed: int = 0,
+                 sample_blocks: int | None = None) -> tuple[list[dict], dict[str, int], dict]:
+    """One profiled cpu run of engine `data`: each launch's counters (block sums scaled to the grid when
+    `sample_blocks` samples them, sampling.py), the dims it ran at, and the outputs."""
     from aotc.package.runtime_binding import Engine
-    from aotc.package.sanitize import read_report, sanitized_engine
+    from aotc.package.sanitize import kernel_source, read_report, sanitized_engine
     eng = Engine(sanitized_engine(data, profile=True))
     values = choose_dims(eng.dims, dims)
     inputs = random_inputs([concrete_spec(s, eng.dims, values) for s in eng.inputs], seed)
+    env = {}
+    if sample_blocks is not None:
+        env = sampling.sampling_env(sample_blocks, seed, sampling.kernel_policies(kernel_source(data)))
     with tempfile.TemporaryDirectory(prefix="aotc-profile-") as tmp:
-        report = os.path.join(tmp, "profile.jsonl")
-        saved = os.environ.get("AOTC_PROFILE_REPORT")
-        os.environ["AOTC_PROFILE_REPORT"] = report
+        env["AOTC_PROFILE_REPORT"] = os.path.join(tmp, "profile.jsonl")
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
         try:
-            eng.create_context(device="cpu").run(inputs)
+            outputs = eng.create_context(device="cpu").run(inputs)
         finally:
-            os.environ.pop("AOTC_PROFILE_REPORT") if saved is None else os.environ.__setitem__(
-                "AOTC_PROFILE_REPORT", saved)
-        return read_report(report), values
+            for k, v in saved.items():
+                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+        counters = read_report(env["AOTC_PROFILE_REPORT"])
+    return [sampling.scale_counters(c) for c in counters], values, outputs
 
 
 def _match(launches, counters: list[dict]) -> list[tuple[object, dict]]:
@@ -67,7 +80,7 @@ def _ratio(a: int, b: int) -> float | None:
     return round(a / b, 4) if b else None
 
 
-def _kernel_entry(launch, c: dict, usage: dict, mixes: dict) -> dict:
+def _kernel_entry(launch, c: dict, usage: dict, mixes: dict, sampled: bool = False) -> dict:
     g = {"requests": c["load_requests"] + c["store_requests"],
          "load_efficiency": _ratio(c["load_bytes"], 32 * c["load_sectors"]),
          "store_efficiency": _ratio(c["store_bytes"], 32 * c["store_sectors"]),
@@ -75,9 +88,14 @@ def _kernel_entry(launch, c: dict, usage: dict, mixes: dict) -> dict:
                                        c["load_requests"] + c["store_requests"]),
          "unique_bytes": 32 * (c["unique_load_sectors"] + c["unique_store_sectors"]),
          "modelled_bytes": launch.bytes}
+    run, total = c["sampled_blocks"]
+    if run < total:
+        g["unique_bytes"] = None        # the sampled blocks' unique sectors do not scale (sampling.py)
     sh = {"accesses": c["shared_requests"], "bank_conflicts": c["shared_wavefronts"] - c["shared_phases"]}
     entry = {"name": launch.kernel, "kind": kernel_kind(launch.kernel), "grid": c["grid"], "block": c["block"],
              "global": g, "shared": sh, "occupancy": {}, "spill_bytes": {}, "sass": {}, "predicted_us": {}}
+    if sampled:
+        entry["sampled_blocks"] = [run, total]
     for arch, per in usage.items():
         res = per.get(launch.kernel)
         if res is None:
@@ -94,8 +112,13 @@ def _kernel_entry(launch, c: dict, usage: dict, mixes: dict) -> dict:
 
 
 def profile_engine(data: bytes, dims: dict[str, int] | None = None, archs: list[str] | None = None,
-                   seed: int = 0) -> dict:
-    """The profile of engine image `data` (the `aotc profile --json` document)."""
+                   seed: int = 0, sample_blocks: int | None = None) -> dict:
+    """The profile of engine image `data` (the `aotc profile --json` document).
+
+    `sample_blocks` N runs at most N blocks of each launch (sampling.py): every kernel entry then has
+    "sampled_blocks": [run, total], its requests and shared accesses are scaled to the grid, its
+    unique_bytes is None, and the document has "sample_blocks": N.
+    """
     from aotc.kernels.resources import cubin_resources
     plan = read_engine(data)
     want = archs or sorted(plan.cubins)
@@ -105,18 +128,22 @@ def profile_engine(data: bytes, dims: dict[str, int] | None = None, archs: list[
         raise AotcError(f"the engine has no cubin for {', '.join(missing)}; it has: {have}")
     usage = {a: cubin_resources(plan.cubins[a]) for a in want}
     mixes = {a: sass.cubin_mix(plan.cubins[a]) for a in want}
-    counters, values = run_counters(data, dims or {}, seed)
-    kernels = [_kernel_entry(l, c, usage, mixes) for l, c in _match(plan.launches, counters)]
+    counters, values = run_counters(data, dims or {}, seed, sample_blocks)
+    sampled = sample_blocks is not None
+    kernels = [_kernel_entry(l, c, usage, mixes, sampled) for l, c in _match(plan.launches, counters)]
     counted = [l for l, _ in _match(plan.launches, counters)]
     floor = sum(max(l.bytes / H200_BANDWIDTH,
                     l.flops / (H200_TC_FLOPS if uses_tensor_cores(l.kernel) else H200_FP32_FLOPS)) for l in counted)
-    return {"dims": values, "archs": want,
+    doc = {"dims": values, "archs": want,
             "sass_tool": sass.nvdisasm_path(),
             "kernels": kernels,
             "predicted_us": {PREDICTED_ARCH: round(sum(k["predicted_us"][PREDICTED_ARCH] for k in kernels), 3)},
             "roofline_floor_us": {PREDICTED_ARCH: round(floor * 1e6, 3)},
             "model": {"bandwidth_bytes_per_s": H200_BANDWIDTH, "fp32_flops": H200_FP32_FLOPS,
                       "tensor_core_flops": H200_TC_FLOPS, "launch_overhead_s": model.LAUNCH_OVERHEAD_S}}
+    if sampled:
+        doc["sample_blocks"] = sample_blocks
+    return doc
 
 
 def format_profile(p: dict) -> str:
@@ -125,6 +152,10 @@ def format_profile(p: dict) -> str:
     lines = []
     if p["dims"]:
         lines.append("at " + ", ".join(f"{k}={v}" for k, v in p["dims"].items()))
+    if "sample_blocks" in p:
+        n = sum(1 for k in p["kernels"] if k["sampled_blocks"][0] < k["sampled_blocks"][1])
+        lines.append(f"sampled: at most {p['sample_blocks']} blocks per launch; {n} of {len(p['kernels'])} "
+                     "launches ran a sample, their counts scaled by blocks in the grid / blocks run")
     if p["sass_tool"] is None:
         lines.append("instruction mix: nvdisasm not found (pip install nvidia-cuda-nvdisasm); no SASS section")
     head = f"{'kernel':<28} {'ld eff':>7} {'st eff':>7} {'sec/req':>7} {'smem acc':>8} {'conflicts':>9}"

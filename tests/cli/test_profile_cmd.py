@@ -42,3 +42,16 @@ def test_cli_errors_are_one_line(tmp_path, hand_engine):
     assert r.exit_code != 0 and "no cubin for sm_70" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(main, ["profile", str(path), "--dim", "batch=2"])
     assert r.exit_code != 0 and "unknown dim" in r.output
+
+
+def test_cli_sample_blocks(tmp_path, hand_engine):
+    path = tmp_path / "hand.engine"
+    path.write_bytes(hand_engine)
+    r = CliRunner().invoke(main, ["profile", str(path), "--json", "--sample-blocks", "2"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["sample_blocks"] == 2 and [k["sampled_blocks"] for k in doc["kernels"]] == [[2, 8], [1, 1]]
+    r = CliRunner().invoke(main, ["profile", str(path), "--sample-blocks", "2"])
+    assert r.exit_code == 0 and "at most 2 blocks per launch; 1 of 2 launches ran a sample" in r.output
+    r = CliRunner().invoke(main, ["profile", str(path), "--sample-blocks", "0"])
+    assert r.exit_code != 0 and "--sample-blocks" in r.output and "Traceback" not in r.output

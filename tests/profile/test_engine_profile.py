@@ -82,3 +82,41 @@ def test_a_compiled_model_profiles(tmp_path):
 def test_kernel_kind():
     assert kernel_kind("aotc_dot_mma_357302131bdc") == "dot_mma"
     assert kernel_kind("aotc_ew_12") == "ew"
+
+
+def test_sampled_hand_engine_matches_the_full_run(hand_engine):
+    full, samp = profile_engine(hand_engine), profile_engine(hand_engine, sample_blocks=3)
+    copy, gather = samp["kernels"]
+    assert copy["sampled_blocks"] == [3, 8] and gather["sampled_blocks"] == [1, 1]
+    assert samp["sample_blocks"] == 3 and "sample_blocks" not in full and "sampled_blocks" not in full["kernels"][0]
+    # every block of the copy does the same: the scaled counts are exact
+    assert copy["global"] == dict(full["kernels"][0]["global"], unique_bytes=None)
+    assert gather == full["kernels"][1] | {"sampled_blocks": [1, 1]}
+    assert samp["predicted_us"] == full["predicted_us"]
+
+
+# Stated tolerance of a sampled profile against the full one (a few blocks of each launch):
+# efficiencies and the bank-conflict share within 0.02, sectors per request, the scaled request
+# and shared-access counts within 10%, the model's predicted time within 2%.
+def test_a_sampled_model_agrees_with_the_full_profile(tmp_path):
+    from aotc.bench.models.small import cnn
+    model, _ = cnn()
+    path = tmp_path / "cnn.engine"
+    aotc.compile(model, str(path), arch="sm_90")
+    data = path.read_bytes()
+    full, samp = profile_engine(data), profile_engine(data, sample_blocks=3)
+    assert any(k["sampled_blocks"][0] < k["sampled_blocks"][1] for k in samp["kernels"])
+    for a, b in zip(full["kernels"], samp["kernels"]):
+        ga, gb = a["global"], b["global"]
+        for key in ("load_efficiency", "store_efficiency"):
+            assert (ga[key] is None) == (gb[key] is None)
+            if ga[key] is not None:
+                assert gb[key] == pytest.approx(ga[key], abs=0.02), (a["name"], key)
+        assert gb["sectors_per_request"] == pytest.approx(ga["sectors_per_request"], rel=0.1), a["name"]
+        assert gb["requests"] == pytest.approx(ga["requests"], rel=0.1), a["name"]
+        sa, sb = a["shared"], b["shared"]
+        assert sb["accesses"] == pytest.approx(sa["accesses"], rel=0.1), a["name"]
+        assert sb["bank_conflicts"] / max(sb["accesses"], 1) == pytest.approx(
+            sa["bank_conflicts"] / max(sa["accesses"], 1), abs=0.02)
+    assert samp["predicted_us"]["sm_90"] == pytest.approx(full["predicted_us"]["sm_90"], rel=0.02)
+    assert samp["roofline_floor_us"] == full["roofline_floor_us"]

@@ -472,6 +472,7 @@ inline void worker_main(Launch *L) {
     uint64_t b = L->next_block.fetch_add(1, std::memory_order_relaxed);
     if (b >= L->nblocks) break;
     AOTC_SAN(b = aotc_san::block_at(b, L->nblocks));
+    AOTC_SAN(if (aotc_san::block_skipped(b)) continue;)
     status = run_block(&w, b);
   }
   if (status != OK) {

@@ -491,6 +491,16 @@ __attribute__((no_sanitize_address)) inline void launch_end() {
   s.regions.clear();
 }
 
+// A profiling build that samples blocks skips the others (cuda_host_profile.h).
+__attribute__((no_sanitize_address)) inline bool block_skipped(uint64_t b) {
+#ifdef AOTC_PROFILE
+  return aotc_prof::skipped(b);
+#else
+  (void)b;
+  return false;
+#endif
+}
+
 // The i-th block or thread to run.
 __attribute__((no_sanitize_address)) inline uint64_t block_at(uint64_t i, uint64_t n) {
   State &s = st();
