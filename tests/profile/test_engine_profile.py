@@ -104,7 +104,9 @@ def test_a_sampled_model_agrees_with_the_full_profile(tmp_path):
     path = tmp_path / "cnn.engine"
     aotc.compile(model, str(path), arch="sm_90")
     data = path.read_bytes()
-    full, samp = profile_engine(data), profile_engine(data, sample_blocks=3)
+    # 6 blocks a launch: the GEMM's 32 blocks of small tiles differ at the edges (3 blocks: 15% off in
+    # sectors/request, 6: 6.4%)
+    full, samp = profile_engine(data), profile_engine(data, sample_blocks=6)
     assert any(k["sampled_blocks"][0] < k["sampled_blocks"][1] for k in samp["kernels"])
     for a, b in zip(full["kernels"], samp["kernels"]):
         ga, gb = a["global"], b["global"]
