@@ -302,7 +302,7 @@ def reduce_identity(kind: str, dt) -> str:
     return lim[0] if kind == "max" else lim[1]
 
 
-def _operand_index(em, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b, shape_a, shape_b):
+def operand_index(em, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b, shape_a, shape_b):
     """The index expressions of a dot operand at (batch b, flat_a, flat_b), one per dim of `value`."""
     bi = unravel(em, "b", bshape, f"{var}b_") if bshape else []
     ai = unravel(em, flat_a, shape_a, f"{var}x_")
@@ -321,7 +321,7 @@ def dot_operand_load(b: KernelBuilder, bshape, var, value, batch_dims, dims_a, d
                      shape_a, shape_b, target: str, indent: int = 4, overrides=None) -> str:
     """Code setting `target` to a dot operand at (batch b, flat_a, flat_b), prologue included."""
     em = b.emitter(indent=indent, overrides=overrides)
-    idx = _operand_index(em, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b, shape_a, shape_b)
+    idx = operand_index(em, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b, shape_a, shape_b)
     em.emit(f"{target} = {em.value(value, idx)};")
     return em.text()
 
@@ -337,7 +337,7 @@ def dot_operand_pointer(b: KernelBuilder, bshape, var, value, batch_dims, dims_a
     """Code setting pointer `target` to a plain dot operand's element at (batch b, flat_a, flat_b), and
     `nbytes` to 16 (dot_mma's cp.async staging, mma_staging.py)."""
     em = b.emitter(indent=indent)
-    idx = _operand_index(em, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b, shape_a, shape_b)
+    idx = operand_index(em, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b, shape_a, shape_b)
     em.emit(f"{target} = {b.param_names[value]} + {linear(idx, value.shape)};")
     em.emit("nbytes = 16;")
     return em.text()

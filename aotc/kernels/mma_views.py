@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from aotc.ir import ops
-from aotc.kernels.builder import KernelBuilder, _operand_index
+from aotc.kernels.builder import KernelBuilder, operand_index
 from aotc.kernels.emitter import linear
 from aotc.kernels.mma_staging import CHUNK, ROW_MARK, Operand
 
@@ -64,7 +64,7 @@ def _offset_code(b: KernelBuilder, bshape, var, value, param, batch_dims, dims_x
     """Code setting `target` to the parameter offset of the operand's element at (b, flat_x, flat_y)."""
     seen = []
     em = b.emitter(indent=2, overrides={param: lambda idx: seen.append(idx) or "0.0f"})
-    idx = _operand_index(em, bshape, var, value, batch_dims, dims_x, dims_y, flat_x, flat_y, shape_x, shape_y)
+    idx = operand_index(em, bshape, var, value, batch_dims, dims_x, dims_y, flat_x, flat_y, shape_x, shape_y)
     em.value(value, idx)
     em.emit(f"{target} = {linear(seen[-1], param.shape)};")
     return em.text()
