@@ -10,7 +10,11 @@ inspect's: tensor cores for the mma kernels, CUDA cores otherwise. Issue
 efficiency is the main loop's share of math instructions (HMMA/IMMA for the
 tensor-core kernels, FFMA/HFMA2 otherwise) over the share that keeps that
 unit busy (MATH_SHARE_FOR_PEAK), at most 1; 1 when the SASS is unknown or
-the kernel has no loop. The launch overhead is what one kernel node of a
+the kernel has no loop. A CUDA-core kernel's one-flop instructions (FADD,
+FMUL, FMNMX and their half2/f64 forms: a pooling window's max, a reduction's
+sum) count half an FFMA each, since the peak counts an FFMA as two flops;
+without them a max-pool, which has no FFMA at all, was charged at the 1%
+floor (ResNet-50's at batch 32: 183 us where its bytes take 15). The launch overhead is what one kernel node of a
 CUDA graph costs on Hopper-class parts. No occupancy or tail-wave term: the
 model is the floor the kernel's own access pattern and code allow.
 """
@@ -36,6 +40,8 @@ def issue_efficiency(kernel: str, sass_mix: dict | None) -> float:
         return 1.0
     unit = "tensor" if uses_tensor_cores(kernel) else "ffma"
     share = sass_mix[f"{unit}_share"]
+    if unit == "ffma":
+        share += 0.5 * sass_mix.get("fp_other_share", 0.0)
     return max(min(1.0, share / MATH_SHARE_FOR_PEAK[unit]), 0.01)
 
 

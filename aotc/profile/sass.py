@@ -29,6 +29,7 @@ _FUNC = re.compile(r"^\s*\.section\s+\.text\.([A-Za-z_][\w$]*),")
 _LABEL = re.compile(r"^\s*(\.L\w+):")
 _INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)(\.[\w.]+)?\s*([^;]*);")
 _TARGET = re.compile(r"`\((\.L\w+)\)")
+FP_OTHER_OPS = ("FADD", "FMUL", "FMNMX", "HADD2", "HMUL2", "HMNMX2", "DADD", "DMUL", "DMNMX")
 TENSOR_OPS = ("HMMA", "IMMA", "DMMA", "HGMMA", "IGMMA", "QGMMA", "BMMA")
 
 
@@ -101,6 +102,8 @@ def mix(k: KernelSass) -> dict:
     return {"loop_instructions": n,
             "tensor_share": share(lambda op: op in TENSOR_OPS),
             "ffma_share": share(lambda op: op in ("FFMA", "HFMA2", "DFMA")),
+            # one-flop floating-point ALU instructions: a pooling or reduction loop's adds and max/min
+            "fp_other_share": share(lambda op: op in FP_OTHER_OPS),
             "global_share": share(lambda op: op in ("LDG", "STG", "LDGSTS")),
             "shared_share": share(lambda op: op in ("LDS", "STS", "LDSM", "LDGSTS")),
             "local_ops": sum(1 for _, op, _ in k.instructions if op in ("LDL", "STL"))}

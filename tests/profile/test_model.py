@@ -29,3 +29,13 @@ def test_compute_bound_mma_scales_with_the_tensor_share():
     t = model.predicted_s("aotc_dot_mma_3", 1000, 790e9, None, mix)
     assert t == pytest.approx(2e-3 + model.LAUNCH_OVERHEAD_S)
     assert model.issue_efficiency("aotc_dot_mma_3", None) == 1.0
+
+
+def test_one_flop_instructions_count_half_an_ffma():
+    """A max-pool's loop has FMNMX and no FFMA: it runs at the issue rate of its one-flop instructions."""
+    pool = {"loop_instructions": 100, "tensor_share": 0.0, "ffma_share": 0.0, "fp_other_share": 0.4}
+    assert model.issue_efficiency("aotc_window_1", pool) == pytest.approx(0.2)
+    mixed = {"loop_instructions": 100, "tensor_share": 0.0, "ffma_share": 0.5, "fp_other_share": 0.2}
+    assert model.issue_efficiency("aotc_dot_1", mixed) == pytest.approx(0.6)
+    old = {"loop_instructions": 100, "tensor_share": 0.0, "ffma_share": 0.3}      # a mix without the field
+    assert model.issue_efficiency("aotc_dot_1", old) == pytest.approx(0.3)

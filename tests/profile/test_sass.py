@@ -30,7 +30,15 @@ def test_the_innermost_backward_loop_is_the_main_loop():
     m = sass.mix(k)
     assert m["loop_instructions"] == 4
     assert m["tensor_share"] == 0.5 and m["ffma_share"] == 0.25
+    assert m["fp_other_share"] == 0.0
     assert m["local_ops"] == 2
+
+
+def test_one_flop_float_instructions_have_their_own_share():
+    pool = LISTING.replace("HMMA.16816.F32 R4, R8, R10, R4", "FMNMX R4, R8, R10, !PT").replace(
+        "FFMA R1, R2, R3, R1", "HADD2 R1, R2, R3")
+    m = sass.mix(sass.parse(pool)["k"])
+    assert m["tensor_share"] == 0.0 and m["ffma_share"] == 0.0 and m["fp_other_share"] == 0.75
 
 
 def test_a_longer_loop_without_mma_is_not_a_tensor_core_kernels_main_loop():
