@@ -27,19 +27,25 @@ def operand_load(b: KernelBuilder, value, dot, side: str, batch_idx, row: str, c
     return em.text()
 
 
+def operand_loads(b: KernelBuilder, indents: tuple[int, int, int]):
+    """What both attention kernels start from: the batch index emitter (`bh` unravelled into z...), the
+    batch indices, the batch count, and the Q, K and V loads (into q, kv, vv) at these indents."""
+    m = b.region.payload.match
+    qk, pv = m.qk, m.pv
+    em_b = b.emitter(indent=2)
+    batch_idx = unravel(em_b, "bh", m.batch_shape, "z") if m.batch_shape else []
+    loads = (operand_load(b, qk.inputs[0], qk, "lhs", batch_idx, "i", "d", indents[0], "q"),
+             operand_load(b, qk.inputs[1], qk, "rhs", batch_idx, "j", "d", indents[1], "kv"),
+             operand_load(b, pv.inputs[1], pv, "rhs", batch_idx, "d", "j", indents[2], "vv"))
+    return em_b, batch_idx, math.prod(m.batch_shape), loads
+
+
 def generate_attention(b: KernelBuilder) -> Kernel:
     region = b.region
     m = region.payload.match
     qk, pv = m.qk, m.pv
-    q, k = qk.inputs
-    v = pv.inputs[1]
     out = pv.outputs[0]
-    nbatch = math.prod(m.batch_shape)
-    em_b = b.emitter(indent=2)
-    batch_idx = unravel(em_b, "bh", m.batch_shape, "z") if m.batch_shape else []
-    load_q = operand_load(b, q, qk, "lhs", batch_idx, "i", "d", 4, "q")
-    load_k = operand_load(b, k, qk, "rhs", batch_idx, "j", "d", 5, "kv")
-    load_v = operand_load(b, v, pv, "rhs", batch_idx, "d", "j", 5, "vv")
+    em_b, batch_idx, nbatch, (load_q, load_k, load_v) = operand_loads(b, (4, 5, 5))
     em_s = b.emitter(indent=4, overrides={qk.outputs[0]: "qk"})
     em_s.emit(f"s = {em_s.value(m.scores, list(batch_idx) + ['i', 'j'])};")
     em_e = b.emitter(indent=5, overrides={out: "accv"})

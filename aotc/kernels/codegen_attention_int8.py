@@ -18,11 +18,9 @@ flash-attention kernel; head dims are padded with zeros to the mma shapes.
 """
 from __future__ import annotations
 
-import math
-
 from aotc.ir import dims as D
-from aotc.kernels.builder import MAX_GRID, Kernel, KernelBuilder, unravel
-from aotc.kernels.codegen_attention import operand_load
+from aotc.kernels.builder import MAX_GRID, Kernel, KernelBuilder
+from aotc.kernels.codegen_attention import operand_loads
 
 
 def _softmax_broadcasts(m, producer):
@@ -43,12 +41,7 @@ def generate_attention_int8(b: KernelBuilder) -> Kernel:
     q, k = qk.inputs
     p_q, v = pv.inputs
     out = pv.outputs[0]
-    nbatch = math.prod(m.batch_shape)
-    em_b = b.emitter(indent=2)
-    batch_idx = unravel(em_b, "bh", m.batch_shape, "z") if m.batch_shape else []
-    load_q = operand_load(b, q, qk, "lhs", batch_idx, "i", "d", 5, "q")
-    load_k = operand_load(b, k, qk, "rhs", batch_idx, "j", "d", 7, "kv")
-    load_v = operand_load(b, v, pv, "rhs", batch_idx, "d", "j", 8, "vv")
+    em_b, batch_idx, nbatch, (load_q, load_k, load_v) = operand_loads(b, (5, 7, 8))
     at = list(batch_idx) + ["i", "j"]
     # the kernel's sums: qsum per query row (in scope throughout), ksum per key (scores), vsum per column
     score_sums = {val: {"q": "qsum", "k": "ksum"}[tag] for val, tag in m.operand_sums.items() if tag != "v"}
