@@ -78,7 +78,15 @@ def test_layer_norm_gemm_matches_the_interpreter(rows, k):
     ins = [random_array(rng, (rows, k), low=-3, high=5) + np.float32(100), random_array(rng, (k,)),
            random_array(rng, (k,)), random_array(rng, (k, 19))]
     got, _ = _one_kernel(graph, ins)
-    np.testing.assert_allclose(got, interpret(graph, ins)[0], rtol=2e-4, atol=2e-4, err_msg=f"seed {seed}")
+    # f32 rounding in the normalized lhs (x ~ 100, its ulp 8e-6) adds up over K products like a random
+    # walk: the tolerance follows each output's root-sum-square of terms (K 783: ~40, so ~1e-3), while a
+    # statistic that misses one element of a row is off by ~3e-2 there
+    x64 = ins[0].astype(np.float64)
+    y64 = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5) * ins[1] + ins[2]
+    rss = np.sqrt((y64 ** 2) @ (ins[3].astype(np.float64) ** 2))
+    want = interpret(graph, ins)[0]
+    worst = np.max(np.abs(got - want) / (2e-4 * np.abs(want) + 3e-5 * rss))
+    assert worst <= 1, f"seed {seed}: error {worst:.2f}x the tolerance"
 
 
 def test_rms_norm_keeps_its_single_phase():
