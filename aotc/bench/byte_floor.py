@@ -8,8 +8,9 @@ bytes, the outputs) plus what the kernel moves on top of that:
 
 - a norm prologue's pre-pass (codegen_norm_prologue.py) reads the normalized
   input once more per reduction phase: one for RMSNorm, one for LayerNorm
-  whose mean and variance come from a single Welford pass (the kernel's
-  `wshift`, templates/norm_welford.part), else one per reduction;
+  whose mean and variance come from a single Welford pass
+  (templates/norm_welford.part; the phases are Kernel.norm_phases), else one
+  per reduction;
 - split-K partials (split_k.py) are written once and read back once, so the
   f32 workspace counts twice.
 
@@ -178,14 +179,10 @@ def _prologue_rereads(kernel) -> int:
     """Bytes a GEMM's norm prologue pre-pass reads again: the row inputs once per reduction phase, where a
     one-pass LayerNorm (norm_welford.part) runs its two reductions as one phase."""
     region = kernel.region
-    if region.anchor is None or "aotc_rs[" not in kernel.source:
-        return 0
     produced = {v: n for n in region.nodes for v in n.outputs}
     params = set(kernel.params[:-1])
-    reduces = [n for n in region.nodes if n.op == "reduce" and n is not region.anchor]
-    phases = [reduces] if "wshift" in kernel.source else [[r] for r in reduces]
     total = 0
-    for phase in phases:
+    for phase in kernel.norm_phases:
         seen, stack, inputs = set(), [r.inputs[0] for r in phase], set()
         while stack:
             v = stack.pop()

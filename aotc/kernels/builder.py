@@ -49,6 +49,8 @@ class Kernel:
     dims: list = field(default_factory=list)    # dynamic dim names passed by value after the pointers
     bytes_expr: object = None      # `bytes` and `flops` as expressions of the dynamic dims (ints when static);
     flops_expr: object = None      # the ints above are their values at the top of the ranges
+    norm_phases: list = field(default_factory=list)   # a GEMM's norm prologue: the reduce nodes of each read of
+                                                       # the row (a one-pass LayerNorm: both in one phase)
 
     def sources(self) -> list[Value]:
         """The materialized values the kernel reads (a view's source in its place)."""
@@ -92,6 +94,7 @@ class KernelBuilder:
         self.region = region
         self.producer = producer
         self.idx_t = _idx_t(region)
+        self.norm_phases: list[list] = []     # set by codegen_norm_prologue.norm_row_stats
         small = {v for v in region.inputs if v in graph.constants and v.type.size == 1}
         params = [v for v in region.inputs if v not in small]
         # a slice of an input is read through a pointer to its first element (a view) with the
@@ -214,7 +217,7 @@ class KernelBuilder:
                     for n in region.nodes)
         return Kernel(name, text, self.params + [region.root], tuple(grid), tuple(block), smem,
                       region, D.upper(bytes_expr), D.upper(flops_expr), splits, extra, counters, dict(self.views),
-                      list(region.extra_roots), dims, bytes_expr, flops_expr)
+                      list(region.extra_roots), dims, bytes_expr, flops_expr, list(self.norm_phases))
 
 
 def _epilogue_path(region: Region, producer) -> list:

@@ -52,8 +52,10 @@ def norm_row_stats(b, mshape, kshape, M: int, K: int, tile_m: int = TILE_M):
     if pair is not None:
         phases = [_one_pass_phase(b, pair, kept, kshape, K)]
         overrides = {pair[0].outputs[0]: "nred0", pair[1].outputs[0]: "nred1"}
+        b.norm_phases = [list(reduces)]
     else:
         phases, overrides = _reduce_phases(b, reduces, kept, kshape, K)
+        b.norm_phases = [[r] for r in reduces]
     em: Emitter = b.emitter(indent=3, overrides=overrides)
     for i, v in enumerate(frontier):
         val = em.value(v, kept + ["0"] * (v.type.rank - len(kept)))
