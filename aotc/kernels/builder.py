@@ -134,6 +134,18 @@ class KernelBuilder:
         anchor = region.anchor
         self.members = [n for n in region.nodes if n is not anchor]
 
+    def dense(self, v: Value) -> bool:
+        """Whether param `v`'s element i sits at its pointer + i: not a view, or a view that is one run of
+        its source (unit strides, whole trailing dims, size-1 leading dims), such as rows [a, b) of a matrix.
+        A column slice (Q, K and V out of one merged GEMM's rows) is not."""
+        if v not in self.views:
+            return True
+        source, strides = self.view_layout[v]
+        dims = list(zip(v.shape, source, strides))
+        while dims and dims[0][0] == 1:
+            dims.pop(0)
+        return all(k == 1 for _, _, k in dims) and all(n == m for n, m, _ in dims[1:])
+
     def emitter(self, indent: int, overrides=None) -> Emitter:
         return Emitter(self.members, self.producer, self.param_names, self.consts,
                        overrides, self.idx_t, indent, self.view_layout)

@@ -3,7 +3,8 @@
 A loop kernel moves bytes and does little else, so its memory instructions are
 the cost: one 16-byte load or store moves 4 f32 (8 f16/bf16) elements where a
 scalar access moves one. The vector path stores the root as 16-byte vectors and
-loads as vectors the *direct* inputs: those with the root's shape and item size
+loads as vectors the *direct* inputs: those with the root's shape and item size,
+dense in memory (KernelBuilder.dense: not a column slice of a wider tensor),
 that reach the root through elementwise ops only, so element i of the output
 reads element i of them. Other inputs (broadcasts, transposes, gathers) keep
 scalar loads through the emitter's index math. Pointers are checked for 16-byte
@@ -34,7 +35,7 @@ def _direct_params(b, root: Value) -> list[Value]:
             readers.setdefault(u, []).append(n)
     out = []
     for v in b.params:
-        if v.shape != root.shape or v.dtype.itemsize != root.dtype.itemsize:
+        if v.shape != root.shape or v.dtype.itemsize != root.dtype.itemsize or not b.dense(v):
             continue
         downstream = walk(readers.get(v, []), lambda n: users_of(readers, n.outputs))
         if all(ops.category(n.op) == ops.ELEMENTWISE and n.outputs[0].shape == root.shape for n in downstream):

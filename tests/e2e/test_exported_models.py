@@ -56,8 +56,9 @@ def test_exported_model_matches_onnxruntime(arch, form, tmp_path):
 # token + position add, the final residual + norm and the classifier; LLaMA, Qwen3 and CodeGen the
 # last residual + final norm and the LM head; BLOOM also its embedding LayerNorm and the ALiBi
 # positions (a cumulative sum of the attention mask); Gemma2 its embedding scale, the final norm (its
-# last layer's post-MLP norm and residual in the same row kernel) and the LM head with its softcap
-OUTSIDE_LAYERS = {"gpt2": 3, "vit": 4, "llama": 2, "bloom": 4, "codegen": 2, "qwen3": 2, "gemma2": 2}
+# last layer's post-MLP norm and residual in the same row kernel) and the LM head with its softcap;
+# Phi the final LayerNorm (over the last layer's two branches and residual) and the LM head
+OUTSIDE_LAYERS = {"gpt2": 3, "vit": 4, "llama": 2, "bloom": 4, "codegen": 2, "qwen3": 2, "gemma2": 2, "phi": 2}
 PER_LAYER = 5
 # architectures whose layers need more, and why:
 # - Qwen3 normalizes each head of Q and K (RMSNorm over the head dim, the dim Q·K contracts): their

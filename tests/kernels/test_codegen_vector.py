@@ -79,3 +79,26 @@ def test_an_input_read_transposed_as_well_is_not_a_vector_input():
     (got,), (kern,), _ = run_on_host(graph, ins)
     assert "aotc_vec16<float> res" not in kern.source          # no direct input: no vector loop
     np.testing.assert_allclose(got, interpret(graph, ins)[0], rtol=1e-6, atol=1e-6, err_msg=f"seed {seed}")
+
+
+@pytest.mark.parametrize("start,limit,dense", [
+    ((0, 0, 64), (2, 32, 192), False),          # columns of a merged GEMM's result (Phi's fc1 beside Q/K/V)
+    ((0, 0, 0), (2, 32, 128), False),
+    ((1, 0, 0), (2, 32, 128), False),           # a leading size-1 dim does not make columns dense
+    ((0, 8, 0), (2, 40, 192), False),           # whole rows of each batch entry, two runs
+    ((1, 8, 0), (2, 40, 192), True),            # whole rows of one batch entry: one run
+    ((0, 0, 0), (1, 48, 192), True)])
+def test_a_sliced_input_is_a_vector_input_only_when_dense(start, limit, dense):
+    """A slice of a kernel input is a view (a pointer to its first element, the source's strides):
+    element i of a column slice is not at pointer + i, so it keeps the scalar index math."""
+    rng, seed = fresh_rng()
+    b = GraphBuilder()
+    x = b.input("x", (2, 48, 192))
+    s = b.add("slice", x, start=start, limit=limit, stride=(1, 1, 1))
+    shape = tuple(h - l for l, h in zip(start, limit))
+    graph = b.build([b.add("tanh", b.add("add", s, b.input("y", shape)))])
+    ins = [random_array(rng, (2, 48, 192)), random_array(rng, shape)]
+    (got,), (kern,), _ = run_on_host(graph, ins)
+    assert kern.views, "the slice is not a view"
+    assert kern.source.count("reinterpret_cast<const aotc_vec16") == (2 if dense else 1)
+    np.testing.assert_allclose(got, interpret(graph, ins)[0], rtol=1e-6, atol=1e-6, err_msg=f"seed {seed}")

@@ -105,6 +105,15 @@ ARCHS = {
         "real": (dict(n_layer=4, n_embd=1024, n_head=16, rotary_dim=32, vocab_size=8192, n_positions=2048,
                       n_ctx=2048, bos_token_id=0, eos_token_id=0), dict(batch=1, seq=128)),
     },
+    # Phi: partial RoPE, attention and MLP in parallel off one LayerNorm, so merge-dots puts fc1 beside
+    # Q/K/V in one GEMM whose columns the gelu reads as a strided view
+    "phi": {
+        "small": (dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+                       vocab_size=96, max_position_embeddings=64), dict(batch=2, seq=16)),
+        # phi-1.5's layer shape (32 heads of 64), 4 layers and a short vocabulary
+        "real": (dict(num_hidden_layers=4, hidden_size=2048, num_attention_heads=32, intermediate_size=8192,
+                      vocab_size=8192, max_position_embeddings=2048), dict(batch=1, seq=128)),
+    },
     "gemma2": {
         "small": (dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
                        head_dim=16, intermediate_size=96, vocab_size=96, max_position_embeddings=64,
@@ -131,8 +140,8 @@ _ORT_OPTIONS = dict(enable_gelu=False, enable_attention=False, enable_skip_layer
 # no ONNX op (the checker rejects it): LLaMA and T5 have no LayerNorm, so their norm fusion is off
 _ORT_NO_NORM_FUSION = ("llama", "t5", "qwen3", "gemma2")
 _ORT_MODEL_TYPE = {"gpt2": "gpt2", "bert": "bert", "vit": "vit", "llama": "bert", "t5": "bert", "qwen3": "bert",
-                   "bloom": "bert", "codegen": "bert", "gemma2": "bert"}
-_DECODERS = ("gpt2", "llama", "qwen3", "bloom", "codegen", "gemma2")
+                   "bloom": "bert", "codegen": "bert", "gemma2": "bert", "phi": "bert"}
+_DECODERS = ("gpt2", "llama", "qwen3", "bloom", "codegen", "gemma2", "phi")
 
 
 def exported(arch: str, form: str, size: str = "small", seed: int = 0, dynamic: bool = False):
@@ -212,7 +221,7 @@ def _torch_model(arch, config, seed):
     else:
         classes = {"qwen3": (tf.Qwen3ForCausalLM, tf.Qwen3Config), "bloom": (tf.BloomForCausalLM, tf.BloomConfig),
                    "codegen": (tf.CodeGenForCausalLM, tf.CodeGenConfig),
-                   "gemma2": (tf.Gemma2ForCausalLM, tf.Gemma2Config)}
+                   "gemma2": (tf.Gemma2ForCausalLM, tf.Gemma2Config), "phi": (tf.PhiForCausalLM, tf.PhiConfig)}
         model_class, config_class = classes[arch]
         net = model_class(config_class(**config, use_cache=False, **common))
 
