@@ -39,7 +39,7 @@ from aotc.fusion.region import (AttentionPayload, ConvPayload, GatedPayload, Reg
                                 region_inputs)
 from aotc.fusion.rules import ANCHOR_KINDS, loads_operands_repeatedly, prologue_accepts, rule_for
 from aotc.fusion.rules.attention import attention_refusal
-from aotc.fusion.rules.conv import staged_depthwise
+from aotc.fusion.rules.conv import materialized_channel_pad, staged_depthwise
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Node, Value
 from aotc.ir.walk import users_of, walk
@@ -267,6 +267,8 @@ def _absorb_refusal(p: Node, v: Value, restricted, anchor, allow_rows: bool, roo
         return f"reduce '{p.name}' not fused into a row kernel: shape, axes or users differ"
     if cat not in _FUSIBLE:
         return f"{p.op} '{p.name}' not fused: {cat} ops anchor their own region"
+    if anchor is not None and v is anchor.inputs[0] and materialized_channel_pad(anchor, p):
+        return f"pad '{p.name}' not fused: conv '{anchor.name}' stages its channel-padded input by cp.async"
     if restricted is not None and not prologue_accepts(rule_for(restricted), p.op):
         return (f"{p.op} '{p.name}' not fused: a {rule_for(restricted).kind} operand prologue takes only index math "
                 f"and casts (computed by another kernel)")

@@ -46,7 +46,12 @@ def _direct_params(b, root: Value) -> list[Value]:
 def vector_loop(b, scalar_body: str) -> tuple[str, str]:
     """(code of the vector loop, first element the scalar loop handles); ("", "0") when not worth it:
     small loops, 1- and 8-byte types, loops without a direct input, and bodies so large (a 200-way
-    concatenate) that VEC copies of them would cost more compile time than the vectors save."""
+    concatenate) that VEC copies of them would cost more compile time than the vectors save.
+
+    A loop without a direct input still takes the vector path where the root's last dim is exactly one
+    vector: each thread then stores one whole row of it with a 16-byte store, and each of its scalar loads
+    walks the other dims across the warp (an NCHW f32 image cast, transposed and padded to 8 channels
+    for a tensor-core stem conv reads 32 consecutive pixels of one plane per warp, not 4 of each)."""
     root = b.region.root
     size = root.dtype.itemsize
     total = root.type.size
@@ -54,7 +59,7 @@ def vector_loop(b, scalar_body: str) -> tuple[str, str]:
         return "", "0"
     vec = 16 // size
     direct = _direct_params(b, root)
-    if not direct:
+    if not direct and root.shape[-1] != vec:
         return "", "0"
     ptrs = ["out"] + [b.param_names[v] for v in direct]
     aligned = " | ".join(f"(unsigned long long)(const void *){p}" for p in ptrs)
