@@ -10,8 +10,18 @@ compile time, so the cast, the transpose and the pad are one memory-bound kernel
 tensor (fusion/rules/conv.py keeps that pad out of the conv's prologue), and the conv takes the aligned
 path. Zero channels add zero products, so every output is the same sum of the same nonzero terms.
 
-What it costs: the padded input (C_pad / C times the input's elements, in the low dtype) is written once
-and read by the conv, and the conv's GEMM is C_pad / C times deeper (more tensor-core work on zeros).
+A conv strided by s along its first spatial dim (H) with C <= 8 / s instead folds s rows into the
+channels (space-to-depth): the input is padded to 8 / s channels and, explicitly, to s * (OH + KH' - 1)
+rows (KH' = ceil(KH / s)), rows 2i and 2i + 1 of it (for s = 2) become the two halves of folded row i's
+8 channels, and the conv runs at stride 1 over H with KH' taps, weights w'[o, j, kw, r * C' + c] =
+w[o, s * j + r, kw, c] (zero where s * j + r >= KH or c >= C). ResNet's stem: K = 4 x 7 x 8 = 224 taps x
+channels instead of 7 x 7 x 8 = 392 with the plain pad (147 unpadded), and half the padded tensor's bytes.
+The fold's layout kernel writes one folded pixel (16 bytes) a thread and reads, per row, 32 consecutive
+pixels of one plane a warp; folding W instead would read pixel pairs (half of each sector per request).
+
+What it costs: the padded input (8 / C times the input's elements in the low dtype, about 8 / (s * C) when
+folded) is written once and read by the conv, and the conv's GEMM is deeper by the same factor (more
+tensor-core work on zeros).
 
 Leaves alone: f32 and 8-bit convolutions, NCHW ones, grouped and depthwise ones, non-constant weights,
 dynamic channel counts, and convs with at most MAX_SMALL_K taps x channels: those fit one 64-deep stage
@@ -48,27 +58,73 @@ def padded_channels(graph: Graph, n: Node) -> int | None:
     return -(-c // CHANNEL_MULTIPLE) * CHANNEL_MULTIPLE
 
 
+def fold_plan(n: Node):
+    """(s, rows of the padded input) where conv `n` (already qualifying) folds s rows into its channels,
+    else None: a 2-D conv, static shapes, stride s > 1 along H, undilated, C <= 8 / s, and padding rows up
+    to s * (OH + KH' - 1) that leave none of the input's rows out."""
+    x, w = n.inputs
+    out, a = n.outputs[0], n.attrs
+    s, c = a["strides"][0], x.shape[-1]
+    if x.type.rank != 4 or s < 2 or CHANNEL_MULTIPLE % s or c > CHANNEL_MULTIPLE // s or a["dilations"][0] != 1:
+        return None
+    if not all(isinstance(d, int) for d in x.shape + out.shape):
+        return None
+    rows = s * (out.shape[1] + -(-w.shape[1] // s) - 1)
+    return (s, rows) if rows >= x.shape[1] + a["padding"][0][0] else None
+
+
+def _folded_input(rw: Rewriter, x, zero, s: int, rows: int, low: int):
+    """x (N, H, W, C) -> (N, rows / s, W, 8): zero-padded to `rows` rows (`low` above) and 8 / s channels,
+    each s consecutive rows one folded row of s x (8 / s) channels."""
+    n_img, h, width, c = x.shape
+    cq = CHANNEL_MULTIPLE // s
+    p = rw.add("pad", x, zero, hint=f"{x.name}.rows{rows}", low=(0, low, 0, 0), high=(0, rows - h - low, 0, cq - c))
+    p = rw.add("reshape", p, hint=f"{x.name}.split", shape=(n_img, rows // s, s, width, cq))
+    p = rw.add("transpose", p, hint=f"{x.name}.rowpairs", permutation=(0, 1, 3, 2, 4))
+    return rw.add("reshape", p, hint=f"{x.name}.s2d", shape=(n_img, rows // s, width, CHANNEL_MULTIPLE))
+
+
+def _folded_weights(wa: np.ndarray, s: int) -> np.ndarray:
+    """w (O, KH, KW, C) -> (O, KH', KW, 8): w'[o, j, kw, r * C' + c] = w[o, s * j + r, kw, c], zero padded."""
+    o, kh, kw, c = wa.shape
+    khf, cq = -(-kh // s), CHANNEL_MULTIPLE // s
+    wp = np.pad(wa, [(0, 0), (0, khf * s - kh), (0, 0), (0, cq - c)])        # (O, KH' s, KW, C')
+    return wp.reshape(o, khf, s, kw, cq).transpose(0, 1, 3, 2, 4).reshape(o, khf, kw, CHANNEL_MULTIPLE)
+
+
 def run(graph: Graph) -> Graph:
-    """A new Graph where each qualifying conv reads a zero-padded input and zero-padded weights."""
+    """A new Graph where each qualifying conv reads a zero-padded (or row-folded) input and weights."""
     last_stats.clear()
-    last_stats.update(convs=0, pads=0)
+    last_stats.update(convs=0, pads=0, folds=0)
     rw = Rewriter(graph)
-    padded = {}              # input Value -> its padded twin (convs sharing an input share one pad)
+    padded = {}              # (input Value, fold) -> its padded twin (convs sharing both share one kernel)
     for n in graph.nodes:
         cp = padded_channels(graph, n)
         if cp is None:
             rw.keep(n)
             continue
         x, w = n.inputs
-        extra = cp - x.shape[-1]
-        if x not in padded:
+        fold = fold_plan(n)
+        low = n.attrs["padding"][0][0]
+        key = (x, fold, low if fold else None)
+        if key not in padded:
             zero = rw.constant(np.zeros((), x.dtype.np), f"{x.name}.zero", x.dtype)
-            rank = x.type.rank
-            padded[x] = rw.add("pad", x, zero, hint=f"{x.name}.c{cp}", low=(0,) * rank,
-                               high=(0,) * (rank - 1) + (extra,))
+            if fold:
+                padded[key] = _folded_input(rw, x, zero, *fold, low)
+                last_stats["folds"] += 1
+            else:
+                rank = x.type.rank
+                padded[key] = rw.add("pad", x, zero, hint=f"{x.name}.c{cp}", low=(0,) * rank,
+                                     high=(0,) * (rank - 1) + (cp - x.shape[-1],))
             last_stats["pads"] += 1
         wa = graph.constants[w]
-        wp = rw.constant(np.pad(wa, [(0, 0)] * (wa.ndim - 1) + [(0, extra)]), f"{w.name}.c{cp}", w.dtype)
-        rw.add("convolution", padded[x], wp, name=n.name, out=n.outputs[0], **n.attrs)
+        attrs = dict(n.attrs)
+        if fold:
+            wa = _folded_weights(wa, fold[0])
+            attrs.update(strides=(1,) + tuple(attrs["strides"][1:]), padding=((0, 0),) + tuple(attrs["padding"][1:]))
+        else:
+            wa = np.pad(wa, [(0, 0)] * (wa.ndim - 1) + [(0, cp - wa.shape[-1])])
+        wp = rw.constant(wa, f"{w.name}.c{CHANNEL_MULTIPLE}", w.dtype)
+        rw.add("convolution", padded[key], wp, name=n.name, out=n.outputs[0], **attrs)
         last_stats["convs"] += 1
     return rw.finish()

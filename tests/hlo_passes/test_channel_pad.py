@@ -1,4 +1,4 @@
-"""channel-pad: f16/bf16 NHWC convs with C % 8 != 0 read zero-padded channels; interpret(before) == after."""
+"""channel-pad: f16/bf16 NHWC convs with C % 8 != 0 read zero-padded (or row-folded) channels; before == after."""
 import numpy as np
 import pytest
 
@@ -28,7 +28,7 @@ def _nhwc_conv(xshape, wshape, dtype="f16", groups=1, share=False, **attrs):
 
 @pytest.mark.parametrize("cin", [1, 3, 5])
 def test_pads_input_and_weights_to_eight_channels(cin):
-    g = _nhwc_conv((2, 9, 11, cin), (6, 9, 9, cin), strides=(2, 2), padding=((3, 2), (3, 3)), dilations=(1, 2))
+    g = _nhwc_conv((2, 9, 11, cin), (6, 9, 9, cin), strides=(1, 2), padding=((3, 2), (3, 3)), dilations=(1, 2))
     snap = snapshot(g)
     out = channel_pad.run(g)
     verify(out)
@@ -42,14 +42,41 @@ def test_pads_input_and_weights_to_eight_channels(cin):
     assert not out.constants[w][..., cin:].any()
     assert float(out.constants[pad.inputs[1]]) == 0.0
     assert conv.outputs == g.nodes[0].outputs and out.outputs == g.outputs
-    assert channel_pad.last_stats == {"convs": 1, "pads": 1}
+    assert channel_pad.last_stats == {"convs": 1, "pads": 1, "folds": 0}
+    assert_same_fresh(g, out, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("cin,kh,pads", [(3, 7, (3, 3)), (2, 9, (4, 2)), (4, 6, (1, 2))])
+def test_stride_two_folds_row_pairs_into_the_channels(cin, kh, pads):
+    """ResNet's stem and friends: rows 2i, 2i + 1 become folded row i's 2 x 4 channels; stride 1 over H."""
+    g = _nhwc_conv((2, 17, 13, cin), (6, kh, 7, cin), strides=(2, 2), padding=(pads, (3, 3)))
+    out = channel_pad.run(g)
+    verify(out)
+    (conv,) = [n for n in out.nodes if n.op == "convolution"]
+    oh = g.outputs[0].shape[1]
+    khf = -(-kh // 2)
+    assert [n.op for n in out.nodes] == ["pad", "reshape", "transpose", "reshape", "convolution", "abs"]
+    pad = out.nodes[0]
+    rows = 2 * (oh + khf - 1)                                   # padded rows: OH + KH' - 1 folded ones
+    assert pad.attrs["low"] == (0, pads[0], 0, 0) and pad.attrs["high"] == (0, rows - 17 - pads[0], 0, 4 - cin)
+    assert conv.inputs[0].shape == (2, oh + khf - 1, 13, 8) and conv.inputs[1].shape == (6, khf, 7, 8)
+    assert conv.attrs["strides"] == (1, 2) and conv.attrs["padding"] == ((0, 0), (3, 3))
+    assert channel_pad.last_stats == {"convs": 1, "pads": 1, "folds": 1}
+    assert_same_fresh(g, out, rtol=1e-3, atol=1e-3)
+
+
+def test_a_fold_that_would_drop_rows_pads_channels_only():
+    """KH 6, stride 2 over 11 unpadded rows: OH 3 covers rows 0-9, and 2 x (OH + 3 - 1) = 10 < 11."""
+    g = _nhwc_conv((1, 11, 11, 3), (4, 6, 6, 3), strides=(2, 2), padding=((0, 0), (0, 0)))
+    out = channel_pad.run(g)
+    assert counts(out).get("reshape", 0) == 0 and channel_pad.last_stats == {"convs": 1, "pads": 1, "folds": 0}
     assert_same_fresh(g, out, rtol=1e-3, atol=1e-3)
 
 
 def test_convs_sharing_an_input_share_one_pad():
     g = _nhwc_conv((1, 8, 8, 3), (4, 5, 5, 3), share=True)
     out = channel_pad.run(g)
-    assert counts(out)["pad"] == 1 and channel_pad.last_stats == {"convs": 2, "pads": 1}
+    assert counts(out)["pad"] == 1 and channel_pad.last_stats == {"convs": 2, "pads": 1, "folds": 0}
     assert_same_fresh(g, out, rtol=1e-3, atol=1e-3)
 
 
@@ -63,7 +90,7 @@ def test_leaves_alone(why, graph):
     g = graph()
     out = channel_pad.run(g)
     assert out.nodes == g.nodes, why
-    assert channel_pad.last_stats == {"convs": 0, "pads": 0}
+    assert channel_pad.last_stats == {"convs": 0, "pads": 0, "folds": 0}
 
 
 def test_pipeline_pads_the_fp16_stem_only():
@@ -83,6 +110,7 @@ def test_pipeline_pads_the_fp16_stem_only():
     assert "channel-pad" in [r.name for r in report.passes]
     convs = [n for n in f16.nodes if n.op == "convolution"]
     assert [n.inputs[0].shape[-1] for n in convs] == [8, 5] and counts(f16)["pad"] == 1
+    assert convs[0].inputs[1].shape == (5, 4, 7, 8)               # the stem folded row pairs
     unpadded, _ = run_pipeline(g, precision="fp16", disabled=["channel-pad"])
     assert "pad" not in counts(unpadded)
     assert_same_fresh(unpadded, f16, rtol=1e-2, atol=1e-2)     # f16 results; only f32 sum orders differ

@@ -163,16 +163,20 @@ def depthwise_project_fits(dw, proj) -> str:
 
 
 def materialized_channel_pad(conv, p) -> bool:
-    """`p` is a zero pad of f16/bf16 channels-last conv `conv`'s input channels up to a multiple of 8
-    (hlo_passes/channel_pad.py): it runs as its own memory-bound kernel, so the conv reads a plain,
-    16-byte aligned tensor and stages it by cp.async; as the conv's prologue the pad would bring back
-    the per-element staging it exists to remove."""
-    if conv is None or conv.op != "convolution" or p.op != "pad" or conv.inputs[0] is not p.outputs[0]:
+    """`p` makes f16/bf16 channels-last conv `conv`'s input 8 channels wide (hlo_passes/channel_pad.py): a
+    zero pad of its channels up to a multiple of 8, or the reshape that folds rows of 8 / s channels into
+    8 (space-to-depth). It runs as its own memory-bound kernel, so the conv reads a plain, 16-byte aligned
+    tensor and stages it by cp.async; as the conv's prologue it would bring back the per-element staging
+    it exists to remove."""
+    if conv is None or conv.op != "convolution" or p.op not in ("pad", "reshape") or conv.inputs[0] is not p.outputs[0]:
         return False
     if conv.attrs.get("layout") != "NHWC" or conv.attrs["groups"] != 1 or plain_anchor(conv):
         return False
     x, rank = p.inputs[0], p.inputs[0].type.rank
-    low, high = tuple(p.attrs["low"]), tuple(p.attrs["high"])
     c, cp = x.shape[-1], p.outputs[0].shape[-1]
-    return (x.dtype.itemsize == 2 and x.dtype.is_float and low == (0,) * rank and high[:-1] == (0,) * (rank - 1)
-            and isinstance(c, int) and c % 8 != 0 and cp % 8 == 0)
+    if x.dtype.itemsize != 2 or not x.dtype.is_float or not isinstance(c, int) or c % 8 == 0 or cp % 8:
+        return False
+    if p.op == "reshape":       # (..., s, 8 / s) -> (..., 8)
+        return cp == 8 and 8 % c == 0 and tuple(x.shape[:-2]) == tuple(p.outputs[0].shape[:-1])
+    low, high = tuple(p.attrs["low"]), tuple(p.attrs["high"])
+    return low == (0,) * rank and high[:-1] == (0,) * (rank - 1)
