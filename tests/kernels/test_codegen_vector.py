@@ -102,3 +102,18 @@ def test_a_sliced_input_is_a_vector_input_only_when_dense(start, limit, dense):
     assert kern.views, "the slice is not a view"
     assert kern.source.count("reinterpret_cast<const aotc_vec16") == (2 if dense else 1)
     np.testing.assert_allclose(got, interpret(graph, ins)[0], rtol=1e-6, atol=1e-6, err_msg=f"seed {seed}")
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16"])
+def test_a_root_one_vector_wide_stores_vectors_without_a_direct_input(dt):
+    """NCHW -> NHWC of a 4-channel f32 (8-channel f16) image: a thread stores one pixel's channels as one
+    16-byte vector, each of its loads reading consecutive pixels of one plane across the warp."""
+    rng, seed = fresh_rng()
+    c = 4 if dt == "f32" else 8
+    b = GraphBuilder()
+    x = b.input("x", (2, c, 37, 29), dt)
+    graph = b.build([b.add("transpose", x, permutation=(0, 2, 3, 1))])
+    ins = [random_array(rng, (2, c, 37, 29)).astype(np.float32 if dt == "f32" else np.float16)]
+    (got,), (kern,), _ = run_on_host(graph, ins)
+    assert f"aotc_vec16<{'float' if dt == 'f32' else '__half'}> res" in kern.source
+    np.testing.assert_array_equal(got, interpret(graph, ins)[0], err_msg=f"seed {seed}")
