@@ -14,8 +14,12 @@ block, and splits K only when even the smallest tile cannot: then the fewest
 splits that reach FILL_SHARE, capped so that the partials (written and read
 back) stay within SIMT_PARTIALS_SHARE of the kernel's own traffic, which keeps
 the kernel within the bytes target's 1.1x of its compulsory traffic. The
-tensor-core templates (dot_mma, dot_tf32) keep their 64x64 tile and their
-split rule (`choose_splits`).
+f16/bf16 tensor-core GEMM (dot_mma.cu) takes the same rule over its own tiles,
+MMA_TILES (64x64, 64x32, 32x64, 32x32: always 4 warps, the warp tile shrinking
+to 16 rows or columns), with its K split in whole 64-deep pipeline stages and
+at least MIN_MMA_SPLIT_K a split, so that the two-stage cp.async pipeline still
+overlaps its copies. dot_tf32 keeps its 64x64 tile and its split rule
+(`choose_splits`).
 
 The partial sums meet without a second kernel and without atomics on data:
 each block writes its partial tile to an f32 workspace in the arena, then
@@ -43,15 +47,19 @@ from dataclasses import dataclass
 from aotc.ir import dims as D
 
 from aotc.fusion.rules.target import MAX_WORKSPACE, TARGET_SMS
+from aotc.kernels.mma_staging import c_stride
 from aotc.kernels.template import instantiate
 
 MAX_SPLITS = 16
 MIN_SPLIT_K = 128        # each block still runs >= 8 K tiles of 16
+MMA_STAGE_K = 64         # dot_mma.cu's pipeline stage: a split's K is a whole number of them
+MIN_MMA_SPLIT_K = 4 * MMA_STAGE_K    # a split runs >= 4 stages: its pipeline's exposed first stage <= 1/4
 FILL_SHARE = 0.5         # the split gives at least this share of the SMs a block (fusion_report's "half a wave")
 PARTIALS_SHARE = 0.05    # beyond that, partial-sum bytes (written + read) per byte of the kernel's own traffic
 SIMT_PARTIALS_SHARE = 0.1    # dot.cu's cap on them: the bytes target's 1.1x of a kernel's compulsory traffic
 GEMM_TEMPLATES = ("dot", "dot_mma", "dot_tf32")
 SIMT_TILES = ((64, 64), (64, 32), (32, 64), (32, 32), (16, 32))   # dot.cu's block tiles (rows, cols)
+MMA_TILES = ((64, 64), (64, 32), (32, 64), (32, 32))               # dot_mma.cu's (mma_staging.tile_slots)
 
 # Each template's accumulators (split_k_fixup.part's slots): their dims (i, j, r; r = 1 where the array has
 # two), the element at (i, j, r), and the row/col of element 0.
@@ -83,16 +91,20 @@ def _fills(blocks: int) -> bool:
     return blocks >= FILL_SHARE * TARGET_SMS
 
 
-def choose_tiling(kind: str, batch, m, n, k, traffic=None, may_split: bool = True, tiles=SIMT_TILES) -> Tiling:
+def choose_tiling(kind: str, batch, m, n, k, traffic=None, may_split: bool = True, tiles=None) -> Tiling:
     """The block tile and K split of a GEMM launch of template `kind` (B=batch, M, N, K; None: a dynamic size).
 
-    dot (SIMT): the largest of `tiles` that gives FILL_SHARE of the SMs a block; where none does, the
-    smallest, split along K only as far as its partials stay within SIMT_PARTIALS_SHARE of `traffic`
-    (the kernel's modelled bytes). dot_mma and dot_tf32: 64x64 and `choose_splits`. A dynamic size keeps the
-    first tile unsplit: its block count is known only at run time."""
+    dot (SIMT) and dot_mma: the largest of `tiles` (default SIMT_TILES, MMA_TILES) that gives FILL_SHARE
+    of the SMs a block; where none does, the smallest, split along K only as far as its partials stay
+    within SIMT_PARTIALS_SHARE of `traffic` (the kernel's modelled bytes). dot_tf32: 64x64 and
+    `choose_splits`. A dynamic size keeps the first tile unsplit: its block count is known only at run
+    time."""
+    tiles = tiles or (MMA_TILES if kind == "dot_mma" else SIMT_TILES)
+    if kind == "dot_tf32":
+        tiles = ((64, 64),)
     if None in (batch, m, n, k):
-        return Tiling(*tiles[0], 1, k) if kind == "dot" else Tiling(64, 64, 1, k)
-    if kind != "dot":
+        return Tiling(*tiles[0], 1, k)
+    if kind == "dot_tf32":
         splits, per = choose_splits(batch, m, n, k, traffic) if may_split else (1, k)
         return Tiling(64, 64, splits, per)
     for bm, bn in _by_size(tiles, batch, m, n):
@@ -101,7 +113,8 @@ def choose_tiling(kind: str, batch, m, n, k, traffic=None, may_split: bool = Tru
     bm, bn = _by_size(tiles, batch, m, n)[-1]
     if not may_split:
         return Tiling(bm, bn, 1, k)
-    splits, per = _splits(_blocks(batch, m, n, bm, bn), batch, m, n, k, traffic, SIMT_PARTIALS_SHARE)
+    step, least = (MMA_STAGE_K, MIN_MMA_SPLIT_K) if kind == "dot_mma" else (16, MIN_SPLIT_K)
+    splits, per = _splits(_blocks(batch, m, n, bm, bn), batch, m, n, k, traffic, SIMT_PARTIALS_SHARE, step, least)
     return Tiling(bm, bn, splits, per)
 
 
@@ -110,16 +123,18 @@ def _by_size(tiles, batch, m, n):
     return sorted(tiles, key=lambda t: (-t[0] * t[1], t[0] * t[1] * _blocks(batch, m, n, *t)))
 
 
-def _splits(tiles: int, batch: int, m: int, n: int, k: int, traffic, share: float) -> tuple[int, int]:
-    """(splits, K per split) for a launch of `tiles` blocks: the fewest that fill FILL_SHARE of the SMs,
-    or fewer where the partials would pass `share` of `traffic` (None: no cap)."""
-    splits = min(MAX_SPLITS, TARGET_SMS // tiles, k // MIN_SPLIT_K, 65535 // batch,
+def _splits(tiles: int, batch: int, m: int, n: int, k: int, traffic, share: float, step: int = 16,
+            least: int = MIN_SPLIT_K) -> tuple[int, int]:
+    """(splits, K per split, a multiple of `step`, each >= `least`) for a launch of `tiles` blocks: the
+    fewest that fill FILL_SHARE of the SMs, or fewer where the partials would pass `share` of `traffic`
+    (None: no cap)."""
+    splits = min(MAX_SPLITS, TARGET_SMS // tiles, k // least, 65535 // batch,
                  MAX_WORKSPACE // (4 * batch * m * n), math.ceil(FILL_SHARE * TARGET_SMS / tiles))
     if traffic is not None:
         splits = min(splits, int(share * traffic) // (2 * 4 * batch * m * n))
     if splits < 2:
         return 1, k
-    per = math.ceil(k / splits / 16) * 16
+    per = math.ceil(k / splits / step) * step
     return math.ceil(k / per), per
 
 
@@ -155,7 +170,7 @@ def split_slots(kind: str, batch, m, n, k, idx_t: str, tiling: Tiling):
     if kind in ("dot_mma", "dot"):      # the accumulators meet in a shared-memory tile (no local array)
         bm, bn = tiling.bm, tiling.bn
         fixup = instantiate("split_k_tile.part", dict(splits=splits, total=batch * m * n, mn=m * n, m=m, n=n,
-                                                      stride=72 if mma else simt_handoff_stride(bn), tile_m=bm,
+                                                      stride=c_stride(bn) if mma else simt_handoff_stride(bn), tile_m=bm,
                                                       tile_n=bn, shift=bn.bit_length() - 1, mask=bn - 1), indent=2)
         if kind == "dot":               # dot_mma.cu has its tile already; dot.cu's goes there and back
             fixup = instantiate("split_k_simt.part", dict(handoff=fixup, stride=simt_handoff_stride(bn),
@@ -174,7 +189,7 @@ def simt_handoff_stride(bn: int) -> int:
     return bn + bn // 4
 
 
-def gemm_tiling(kind: str, batch, m, n, k, traffic=None, may_split: bool = True, tiles=SIMT_TILES) -> Tiling:
+def gemm_tiling(kind: str, batch, m, n, k, traffic=None, may_split: bool = True, tiles=None) -> Tiling:
     """choose_tiling on a launch's sizes, which may be dynamic: a dim a variant's bucket pins
     (variants.py) counts as known, any other makes the launch's block count known only at run time."""
     sizes = [D.known(x) for x in (batch, m, n, k)]
