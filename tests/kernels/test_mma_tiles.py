@@ -134,6 +134,19 @@ def test_a_view_staged_by_cp_async_on_small_tiles(pin, tile):
     assert "Vr0" in kernel.source and "const unsigned A_s =" in kernel.source
 
 
+@pytest.mark.parametrize("tile", [(32, 64), (32, 32)])
+def test_a_norm_prologue_covers_the_tiles_rows(pin, tile):
+    """An RMSNorm in the GEMM's prologue: its pre-pass computes the statistics of the block's bm rows."""
+    from tests.helpers.norms import matmul, rms_norm
+    pin(tile)
+    b = GraphBuilder()
+    x, g, w = b.input("x", (70, 48), "f16"), b.input("g", (48,), "f16"), b.input("w", (48, 72), "f16")
+    graph = b.build([b.add("convert", matmul(b, rms_norm(b, x, g), w), dtype="f32")])
+    ins, seed = _inputs([(70, 48), (48,), (48, 72)])
+    kernel = _check(graph, ins, tile, seed=seed)
+    assert "aotc_rs[" in kernel.source and f"aotc_r < {tile[0]};" in kernel.source
+
+
 def test_the_sanitizer_finds_no_race_on_the_small_tiles(pin, monkeypatch):
     monkeypatch.setenv("AOTC_SANITIZE", "1")
     monkeypatch.setenv("AOTC_SANITIZE_ORDER", "reverse")
