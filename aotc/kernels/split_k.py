@@ -38,6 +38,17 @@ half a wave gave ResNet-50 1.472 (1/54), BERT-base 1.122 (0/48), GPT-2 1.120
 (0/49); these tiles give 1.009 (0/54), 1.000 (0/48) and 1.030 (0/49), ResNet-50
 keeping 6 split launches (five 49-pixel stage-4 convs, 64 blocks of 16x32 split
 two ways, and the classifier, 32 blocks split three ways).
+
+fp16 batch 1, the same measure (GEMM/conv launches under half a wave, split
+launches and their partials, modelled bytes over the floor, kernels over
+1.1x): dot_mma's 64x64 tile split to half a wave (`choose_splits`) gave
+ResNet-50 1/54, 42 splits, 48.6 MiB, 1.941x, 41 kernels; BERT-base 0/48, 24
+splits, 27.0 MiB, 1.244x, 24 kernels. MMA_TILES under this rule give ResNet-50
+16/54, 4 splits, 0.6 MiB, 1.011x, 0 kernels (25 of its 54 launches take
+32x32: the 7x7 and 14x14 stages); BERT-base 0/48, no split, 1.000x, 0 (its
+768-wide projections: 96 blocks of 32x32 where they had 24 of 64x64 split 3
+ways). At batch 32 only ResNet-50's classifier changes: 16 blocks of 64x64
+split 5 ways (1.1x over) became 32 unsplit blocks of 32x32.
 """
 from __future__ import annotations
 
