@@ -174,8 +174,7 @@ def _dot(b: KernelBuilder) -> Kernel:
         return generate_dot_mma8(b, (bshape, mshape, nshape, kshape, B, M, N, K), row_stats, norm)
     if lhs.dtype == rhs.dtype and (lhs.dtype in (dtypes.f16, dtypes.bf16) or
                                    anchor.attrs.get("precision") == "tf32"):
-        row_stats, norm = norm_row_stats(b, mshape, kshape, M, K)
-        return generate_dot_mma(b, (bshape, mshape, nshape, kshape, B, M, N, K), row_stats, norm)
+        return generate_dot_mma(b, (bshape, mshape, nshape, kshape, B, M, N, K))
     gated = b.region.payload_as(GatedPayload)
     N = gated_width(gated.width, gated.blocks) if gated else N
     tiling = simt_tiling(b, B, M, N, K, gated=bool(gated))

@@ -30,7 +30,8 @@ from aotc.ir import dtypes
 from aotc.kernels.builder import (Kernel, KernelBuilder, dot_epilogue, plain_operand, simt_grid, simt_tile_slots,
                                   simt_tiling, unravel)
 from aotc.kernels.emitter import linear, strides
-from aotc.kernels.mma_staging import CHUNK, ROW_MARK, Operand, staging_slots, store_slot
+from aotc.kernels.codegen_dot_mma import mma_grid, mma_tiling
+from aotc.kernels.mma_staging import CHUNK, ROW_MARK, Operand, staging_slots, store_slot, tile_slots
 from aotc.kernels.template import instantiate
 
 
@@ -84,21 +85,22 @@ def generate_implicit_gemm(b: KernelBuilder) -> Kernel:
     wtap = unravel(emb, "bk", kshape, "Bk")
     emb.emit(f"bv = {emb.value(w, ['bn'] + wtap)};")
     epi = dot_epilogue(b, [], mshape, nshape, M, N, indent=5 if mma or tf32 else 4)
-    grid = (D.ceildiv(N, 64), D.ceildiv(M, 64), 1)
     if tf32:
         slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K,
-                     to_elt="aotc_tf32")
-        return b.finish("dot_tf32", slots, grid, (128, 1, 1))
+                     to_elt="aotc_tf32", **tile_slots())
+        return b.finish("dot_tf32", slots, (D.ceildiv(N, 64), D.ceildiv(M, 64), 1), (128, 1, 1))
     if mma:
         bf16 = x.dtype == dtypes.bf16
         to_elt = "__float2bfloat16" if bf16 else "__float2half"
         op_a, op_b = _mma_operands(b, x, w, mshape, kshape, a, ema.text(), emb.text())
         elt = "bf16" if bf16 else "f16"
-        slots = dict(store=store_slot(epi.text(), b.idx_t, M, N, registers=False), batch=1, m=M, n=N, k=K,
-                     elt=elt, ctype=x.dtype.c, **staging_slots(op_a, op_b, b.idx_t, x.dtype.c, to_elt, elt, M, N,
-                                                             b.param_names.get(x, "nullptr"),
-                                                             b.param_names.get(w, "nullptr")))
-        return b.finish("dot_mma", slots, grid, (128, 1, 1))
+        tiling = mma_tiling(b, 1, M, N, K)
+        tile = (tiling.bm, tiling.bn)
+        slots = dict(store=store_slot(epi.text(), b.idx_t, M, N, registers=False, tile=tile), batch=1, m=M, n=N,
+                     k=K, elt=elt, ctype=x.dtype.c, tiling=tiling,
+                     **staging_slots(op_a, op_b, b.idx_t, x.dtype.c, to_elt, elt, M, N,
+                                     b.param_names.get(x, "nullptr"), b.param_names.get(w, "nullptr"), tile))
+        return b.finish("dot_mma", slots, mma_grid(tiling, 1, M, N), (128, 1, 1))
     tiling = simt_tiling(b, 1, M, N, K)
     slots = dict(load_a=ema.text(), load_b=emb.text(), epilogue=epi.text(), batch=1, m=M, n=N, k=K,
                  **simt_tile_slots(tiling, True, x.dtype))      # w[o, *taps, c]: K contiguous

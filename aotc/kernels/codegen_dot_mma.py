@@ -13,27 +13,47 @@ from __future__ import annotations
 from aotc.fusion.region import GatedPayload
 from aotc.ir import dims as D
 from aotc.ir import dtypes, ops
+from aotc.kernels import split_k
 from aotc.kernels.builder import (Kernel, KernelBuilder, contiguous_dim, dot_epilogue, dot_operand_load,
                                   dot_operand_pointer, plain_operand)
 from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
+from aotc.kernels.codegen_norm_prologue import norm_row_stats
 from aotc.kernels.emitter import strides
 from aotc.kernels.mma_views import view_operand
-from aotc.kernels.mma_staging import Operand, can_stage_async, choose_layout, staging_slots, store_slot
+from aotc.kernels.mma_staging import Operand, can_stage_async, choose_layout, staging_slots, store_slot, tile_slots
 
 
-def generate_dot_mma(b: KernelBuilder, geometry, row_stats: str = "", norm=None) -> Kernel:
+def mma_tiling(b: KernelBuilder, B, M, N, K, gated: bool = False) -> split_k.Tiling:
+    """dot_mma.cu's block tile and K split for this region (split_k.choose_tiling over MMA_TILES). A gated
+    epilogue's column layout (codegen_gated.py) needs the 64x64 tile."""
+    tiles = split_k.MMA_TILES[:1] if gated else split_k.MMA_TILES
+    return split_k.gemm_tiling("dot_mma", B, M, N, K, b._traffic(), b.split_k, tiles)
+
+
+def mma_grid(tiling: split_k.Tiling, B, M, N) -> tuple:
+    """The launch grid of `tiling`'s blocks over (N, M, B); builder.finish multiplies z by the splits."""
+    return (D.ceildiv(N, tiling.bn), D.ceildiv(M, tiling.bm), B)
+
+
+def generate_dot_mma(b: KernelBuilder, geometry) -> Kernel:
+    """The dot_tf32 (f32 operands, precision='tf32') or dot_mma kernel of a dot_general region; a norm
+    prologue's row statistics cover the block tile's rows."""
     bshape, mshape, nshape, kshape, B, M, N, K = geometry
     anchor = b.region.anchor
     lhs, rhs = anchor.inputs
     a = anchor.attrs
     lf, rf = ops.dot_free_dims(a, lhs.type.rank, rhs.type.rank)
+    gated = b.region.payload_as(GatedPayload)
+    tf32 = lhs.dtype == dtypes.f32
+    tiling = split_k.Tiling() if tf32 else \
+        mma_tiling(b, B, M, gated_width(gated.width, gated.blocks) if gated else N, K, gated=bool(gated))
+    row_stats, norm = norm_row_stats(b, mshape, kshape, M, K, tile_m=tiling.bm)
     load_a = dot_operand_load(b, bshape, "A", lhs, a["lhs_batch"], lf, a["lhs_contract"], "am", "ak",
                               mshape, kshape, "a", indent=4, overrides=norm)
     def load_b(flat):
         return dot_operand_load(b, bshape, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, "bk", flat,
                                 kshape, nshape, "bv", indent=4)
 
-    gated = b.region.payload_as(GatedPayload)
     if gated:                      # SwiGLU / LSTM-cell epilogue over the GEMM's k column blocks
         f, k = gated.width, gated.blocks
         N = gated_width(f, k)
@@ -42,11 +62,11 @@ def generate_dot_mma(b: KernelBuilder, geometry, row_stats: str = "", norm=None)
     else:
         load_b = load_b("bn")
         em = dot_epilogue(b, bshape, mshape, nshape, M, N, indent=5)
-    grid = (D.ceildiv(N, 64), D.ceildiv(M, 64), B)
-    if lhs.dtype == dtypes.f32:            # precision='tf32'
+    if tf32:
         slots = dict(load_a=load_a, load_b=load_b, epilogue=em.text(), batch=B, m=M, n=N, k=K,
-                     row_stats=row_stats, to_elt="aotc_tf32")
-        return b.finish("dot_tf32", slots, grid, (128, 1, 1))
+                     row_stats=row_stats, to_elt="aotc_tf32", **tile_slots())
+        return b.finish("dot_tf32", slots, (D.ceildiv(N, 64), D.ceildiv(M, 64), B), (128, 1, 1))
+    tile = (tiling.bm, tiling.bn)
     bf16 = lhs.dtype == dtypes.bf16
     to_elt = "__float2bfloat16" if bf16 else "__float2half"
     op_a, base_a = _operand(b, "A", lhs, a["lhs_batch"], lf, a["lhs_contract"], bshape, mshape, kshape, M, K,
@@ -54,11 +74,11 @@ def generate_dot_mma(b: KernelBuilder, geometry, row_stats: str = "", norm=None)
     op_b, base_b = _operand(b, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, bshape, kshape, nshape, N, K,
                     {} if not gated else None, load_b)
     elt = "bf16" if bf16 else "f16"
-    slots = dict(store=store_slot(em.text(), b.idx_t, M, N, registers=bool(gated)), batch=B, m=M, n=N, k=K,
-                 elt=elt, ctype=lhs.dtype.c, row_stats=row_stats,
+    slots = dict(store=store_slot(em.text(), b.idx_t, M, N, registers=bool(gated), tile=tile), batch=B, m=M, n=N,
+                 k=K, elt=elt, ctype=lhs.dtype.c, row_stats=row_stats, tiling=tiling,
                  **staging_slots(op_a, op_b, b.idx_t, lhs.dtype.c, to_elt, elt, M, N,
-                                 base_a, base_b))
-    return b.finish("dot_mma", slots, grid, (128, 1, 1))
+                                 base_a, base_b, tile))
+    return b.finish("dot_mma", slots, mma_grid(tiling, B, M, N), (128, 1, 1))
 
 
 def _operand(b: KernelBuilder, which: str, value, batch_dims, dims_x, dims_y, bshape, shape_x, shape_y,

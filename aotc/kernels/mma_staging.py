@@ -1,13 +1,17 @@
 """How the f16/bf16 tensor-core GEMM (templates/dot_mma.cu) stages its operands and reads its fragments.
 
-Each 64-deep K stage of A (64 rows of M) and B (64 columns of N) goes into one of two stage buffers in
-shared memory as a 64x64 tile of b16 in aotc_async.cuh's XOR swizzle (aotc_swz_mn64), laid out by which
-dimension is contiguous in the operand's memory:
-- "k":  64 rows (m or n) of 64 k values, the fragments read by ldmatrix;
-- "mn": 64 rows (k) of 64 m or n values, the fragments read by ldmatrix.trans.
-Either is conflict-free for the 16-byte writes of a quarter-warp along a row and for the 8 rows one
-ldmatrix phase reads. An operand that is a plain load of a kernel parameter whose contiguous run is a whole
-number of 16-byte chunks is staged by cp.async, 16 bytes a thread, 4 chunks a thread a stage ("async");
+Each 64-deep K stage of A (the block tile's bm rows of M) and B (its bn columns of N; `Operand.extent`,
+64 or 32, split_k.MMA_TILES) goes into one of two stage buffers in shared memory as a tile of b16 in
+aotc_async.cuh's XOR swizzle (aotc_swz_mn64), laid out by which dimension is contiguous in the operand's
+memory:
+- "k":  `extent` rows (m or n) of 64 k values, the fragments read by ldmatrix;
+- "mn": 64 rows (k) of `extent` m or n values, the fragments read by ldmatrix.trans.
+Either tile is stored as a flat run of 128-byte physical rows (64 b16, 8 chunks), each permuting its chunks
+by XOR (row % 8): a 32-wide "mn" tile puts two k rows in one physical row. Either is conflict-free for the
+16-byte writes of a quarter-warp along a physical row and for the 8 rows one ldmatrix phase reads (for the
+32-wide tile: 4 physical rows, each k row's two halves 4 chunks apart). An operand that is a plain load of
+a kernel parameter whose contiguous run is a whole number of 16-byte chunks is staged by cp.async, 16 bytes
+a thread, extent / 16 chunks a thread a stage ("async");
 where its address is linear in k (`k_stride`), each chunk's pointer is computed once before the loop and
 advanced by the stage's k. Anything else (a fused prologue, a converted or gathered load, odd sizes) is
 computed per element by the region's load code ("elem"), walking the contiguous dimension so that a warp's
@@ -26,9 +30,8 @@ from aotc.kernels.template import instantiate
 
 CHUNK = 8          # b16 elements in a 16-byte chunk
 BK = 64            # K per pipeline stage
-STAGES = 2         # stage buffers of dot_mma.cu (2 x 2 x 8 KiB of shared memory)
-TILE = 64 * BK     # b16 elements of one operand's stage
-ROWS = 4           # 16-byte chunks (rows of the tile) each thread stages per operand and stage
+STAGES = 2         # stage buffers of dot_mma.cu (2 x (bm + bn) x 128 bytes a stage: 32 KiB at 64x64)
+THREADS = 128      # dot_mma.cu's block: 4 warps in a 2x2 grid of (bm / 2) x (bn / 2) warp tiles
 ROW_MARK = "@"     # in Operand.row_setup and .address: the index of the thread's chunk row
 
 
@@ -54,12 +57,30 @@ class Operand:
     mn_stride: str | None = None
     row_setup: str | None = None
     stage_setup: str = ""
+    extent: int = 64         # rows of m (A) or columns of n (B) in the block tile (staging_slots sets it)
+    base: int = 0            # bytes from aotc_smem to the operand's stage buffers (staging_slots sets it)
+
+    @property
+    def width(self) -> int:
+        """b16 elements of one logical row of the stage tile: 64 k ("k") or `extent` m/n values ("mn")."""
+        return BK if self.layout == "k" else self.extent
+
+    @property
+    def rows(self) -> int:
+        """16-byte chunks each thread stages per stage (the tile's extent x 64 b16 over 128 threads)."""
+        return self.extent * BK // CHUNK // THREADS
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.extent * BK * 2
 
     @property
     def chunk_stride(self) -> str | None:
-        """Elements between the thread's consecutive chunks (16 rows of the tile apart), if constant."""
+        """Elements between the thread's consecutive chunks (16 physical rows of the tile apart: 16 rows of
+        m/n, or 16 x 64 / width rows of k), if constant."""
         step = self.k_stride if self.layout == "mn" else self.mn_stride
-        return f"16 * ({step})" if self.k_stride and step else None
+        rows = 16 * BK // self.width if self.layout == "mn" else 16
+        return f"{rows} * ({step})" if self.k_stride and step else None
 
     @property
     def is_async(self) -> bool:
@@ -82,22 +103,30 @@ def _names(which: str):
     return ("As", "am", "ak", "a") if which == "A" else ("Bs", "bn", "bk", "bv")
 
 
-def _chunk_coords(op: Operand, l: int, idx_t: str, k0: str) -> str:
-    """(r, c): row and chunk of the tile this thread stages as its `l`-th chunk; the operand's coordinates.
+def _chunk_coords(op: Operand, l: int | str, idx_t: str, k0: str) -> str:
+    """(r, c): logical row and chunk of the tile this thread stages as its `l`-th chunk; the operand's
+    coordinates.
 
-    Thread x takes chunk x % 8 of rows x / 8 + 16 l: a quarter-warp writes one 128-byte row."""
+    Thread x takes chunk x % 8 of physical rows x / 8 + 16 l: a quarter-warp writes one 128-byte row
+    (of a 32-wide "mn" tile: k rows 2p and 2p + 1, 4 chunks each)."""
     _, vmn, vk, _ = _names(op.which)
     origin = "m0" if op.which == "A" else "n0"
-    head = f"const int r = (threadIdx.x >> 3) + {16 * l}, c = threadIdx.x & 7;\n"
+    row = f"(threadIdx.x >> 3) + {16 * l}" if isinstance(l, int) else f"(threadIdx.x >> 3) + 16 * {l}"
+    per = op.width // CHUNK             # chunks of a logical row
+    if per == 8:
+        head = f"const int r = {row}, c = threadIdx.x & 7;\n"
+    else:
+        head = (f"const int r = {8 // per} * ({row}) + ((threadIdx.x & 7) >> {per.bit_length() - 1}), "
+                f"c = threadIdx.x & {per - 1};\n")
     if op.layout == "k":
         return head + f"const {idx_t} {vmn} = {origin} + r, {vk} = {k0} + {CHUNK} * c;"
     return head + f"const {idx_t} {vmn} = {origin} + {CHUNK} * c, {vk} = {k0} + r;"
 
 
-def _inside(vmn: str, mn: str, vk: str | None = None) -> str:
+def _inside(vmn: str, mn: str, vk: str | None = None, tile: int = 64) -> str:
     """The condition that (vmn, vk) lies in the operand; a static extent that is a whole number of tiles
-    needs no m (n) test, since every block's rows lie inside it."""
-    terms = [] if mn.isdigit() and int(mn) % 64 == 0 else [f"{vmn} < {mn}"]
+    (`tile` rows of m or columns of n) needs no m (n) test, since every block's rows lie inside it."""
+    terms = [] if mn.isdigit() and int(mn) % tile == 0 else [f"{vmn} < {mn}"]
     terms += [f"{vk} < kend"] if vk else []
     return " && ".join(terms) or "true"
 
@@ -105,7 +134,7 @@ def _inside(vmn: str, mn: str, vk: str | None = None) -> str:
 def _dst(op: Operand, l: int | str) -> str:
     """Bytes from the stage buffers' start to the thread's `l`-th chunk of buffer `st` (16 rows apart)."""
     step = f"{l} * 2048" if isinstance(l, str) else str(2048 * l)
-    return f"{op.which}_s + st * {2 * TILE} + {step}"
+    return f"{op.which}_s + st * {op.stage_bytes} + {step}"
 
 
 def _pointer(op: Operand, l: int) -> tuple[str, str]:
@@ -121,22 +150,22 @@ def setup_code(op: Operand, idx_t: str, ctype: str, mn: str, base: str) -> str:
     if not op.is_async:
         return ""
     vmn = _names(op.which)[1]
-    tile = 0 if op.which == "A" else _B_TILES
-    out = [f"const unsigned {op.which}_s = aotc_swz_mn64(threadIdx.x >> 3, threadIdx.x & 7) * 2 + {tile};"]
+    out = [f"const unsigned {op.which}_s = aotc_swz_mn64(threadIdx.x >> 3, threadIdx.x & 7) * 2 + {op.base};"]
     if op.row_setup:            # a row past `mn` reads nothing: its k bound is kbeg (one compare a stage)
         origin = "m0" if op.which == "A" else "n0"
         out += [op.row_setup.replace(ROW_MARK, str(l)) + f"\nconst {idx_t} {op.which}_kl{l} = "
-                f"{_inside(f'{origin} + (threadIdx.x >> 3) + {16 * l}', mn)} ? kend : kbeg;" for l in range(ROWS)]
+                f"{_inside(f'{origin} + (threadIdx.x >> 3) + {16 * l}', mn, tile=op.extent)} ? kend : kbeg;"
+                for l in range(op.rows)]
     if not op.k_stride:
         return "\n".join(out)
-    for l in range(ROWS):
+    for l in range(op.rows):
         p, ok = _pointer(op, l)
         coords = _indent(_chunk_coords(op, l, idx_t, "kbeg"), 2)
         if op.chunk_stride and l:
-            out.append(f"{idx_t} {ok};\n{{\n{coords}\n  {ok} = {_inside(vmn, mn)} ? kend : kbeg;\n}}")
+            out.append(f"{idx_t} {ok};\n{{\n{coords}\n  {ok} = {_inside(vmn, mn, tile=op.extent)} ? kend : kbeg;\n}}")
             continue
         out.append(f"{idx_t} {p} = 0, {ok} = kbeg;\n{{\n{coords}\n"
-                   f"  if ({_inside(vmn, mn)}) {{\n    const {ctype} *src = {base};\n    unsigned nbytes = 0;\n"
+                   f"  if ({_inside(vmn, mn, tile=op.extent)}) {{\n    const {ctype} *src = {base};\n    unsigned nbytes = 0;\n"
                    f"{_indent(op.address, 2)}\n    {p} = ({idx_t})(src - {base});\n    {ok} = nbytes ? kend : kbeg;\n  }}\n}}")
     return "\n".join(out)
 
@@ -149,7 +178,7 @@ def stage_code(op: Operand, idx_t: str, ctype: str, to_elt: str, mn: str, base: 
     tile, vmn, vk, val = _names(op.which)
     if op.is_async and op.k_stride:
         out = []
-        for l in range(ROWS):
+        for l in range(op.rows):
             p, ok = _pointer(op, l)
             off = f"{_pointer(op, 0)[0]} + {l} * {op.chunk_stride}" if op.chunk_stride and l else p
             out.append(f"{{\n{_indent(_chunk_coords(op, l, idx_t, 'k0'), 2)}\n"
@@ -160,63 +189,74 @@ def stage_code(op: Operand, idx_t: str, ctype: str, to_elt: str, mn: str, base: 
         rows = "\n".join(
             f"{{\n{_indent(_chunk_coords(op, l, idx_t, 'k0'), 2)}\n  const {ctype} *src;\n  unsigned nbytes;\n"
             f"{op.address.replace(ROW_MARK, str(l))}\n  if (!({vk} < {op.which}_kl{l})) nbytes = 0;\n"
-            f"  aotc_cp_async_16_at(aotc_smem, {_dst(op, l)}, src, nbytes);\n}}" for l in range(ROWS))
+            f"  aotc_cp_async_16_at(aotc_smem, {_dst(op, l)}, src, nbytes);\n}}" for l in range(op.rows))
         return f"{{\n{_indent(op.stage_setup, 2)}\n{_indent(rows, 2)}\n}}"
     if op.is_async:
-        return (f"#pragma unroll\nfor (int l = 0; l < {ROWS}; ++l) {{\n"
-                f"  const int r = (threadIdx.x >> 3) + 16 * l, c = threadIdx.x & 7;\n"
-                + _indent(_chunk_coords(op, 0, idx_t, "k0").split("\n", 1)[1], 2) + "\n"
+        return (f"#pragma unroll\nfor (int l = 0; l < {op.rows}; ++l) {{\n"
+                + _indent(_chunk_coords(op, "l", idx_t, "k0"), 2) + "\n"
                 f"  const {ctype} *src = {base};\n"
                 f"  unsigned nbytes = 0;\n"
-                f"  if ({_inside(vmn, mn, vk)}) {{\n{op.address}\n  }}\n"
+                f"  if ({_inside(vmn, mn, vk, op.extent)}) {{\n{op.address}\n  }}\n"
                 f"  aotc_cp_async_16_at(aotc_smem, {_dst(op, 'l')}, src, nbytes);\n}}")
-    if op.layout == "k":              # e -> (row, kk): 32 consecutive k of a row per warp
-        coords = (f"const int r = e >> 6, kk = e & 63;\n"
-                  f"const {idx_t} {vmn} = {'m0' if op.which == 'A' else 'n0'} + r, {vk} = k0 + kk;")
-    else:                              # e -> (kk, col): 32 consecutive m/n of a k row per warp
-        coords = (f"const int r = e >> 6, kk = e & 63;\n"
-                  f"const {idx_t} {vmn} = {'m0' if op.which == 'A' else 'n0'} + kk, {vk} = k0 + r;")
+    # element e of the tile is its flat position: e -> (row, kk) = (e / width, e % width), 32 consecutive
+    # k of a row ("k") or m/n of a k row ("mn") per warp
+    shift, origin = op.width.bit_length() - 1, "m0" if op.which == "A" else "n0"
+    coords = f"const int r = e >> {shift}, kk = e & {op.width - 1};\n"
+    if op.layout == "k":
+        coords += f"const {idx_t} {vmn} = {origin} + r, {vk} = k0 + kk;"
+    else:
+        coords += f"const {idx_t} {vmn} = {origin} + kk, {vk} = k0 + r;"
+    slot = "aotc_swz_mn64(r, kk >> 3) + (kk & 7)" if op.width == BK else "aotc_swz_mn64(e >> 6, (e >> 3) & 7) + (e & 7)"
     unroll = "#pragma unroll 1" if rolled else "#pragma unroll"
-    return (f"{unroll}\nfor (int l = 0; l < {TILE // 128}; ++l) {{\n"
+    return (f"{unroll}\nfor (int l = 0; l < {op.extent * BK // THREADS}; ++l) {{\n"
             f"  const int e = aotc_fresh(threadIdx.x + 128 * l);\n{_indent(coords, 2)}\n"
             f"  float {val} = 0.0f;\n"
-            f"  if ({_inside(vmn, mn, vk)}) {{\n{op.load}\n  }}\n"
-            f"  {tile}[st][aotc_swz_mn64(r, kk >> 3) + (kk & 7)] = {to_elt}({val});\n}}")
+            f"  if ({_inside(vmn, mn, vk, op.extent)}) {{\n{op.load}\n  }}\n"
+            f"  {tile}[st][{slot}] = {to_elt}({val});\n}}")
 
 
-# Fragment reads: each lane's ldmatrix row, in bytes from the start of the stage buffers, splits into a
-# part that the swizzle makes lane-dependent, kept in registers {A,B}_f[] before the loop, and constants
-# (the stage buffer, and 16 tile rows: 2048 bytes) that fold into the instruction. A "k" tile's k16 steps
-# move along its chunks (XOR-swizzled: one register each); an "mn" tile's move 16 rows down (a constant),
-# and its two matrices columns 16 apart are the registers. mi = lane / 8 numbers the lane's matrix.
-_B_TILES = 2 * 2 * TILE        # bytes from the stage buffers' start to B's (As holds two stages first)
+# Fragment reads: each lane's ldmatrix row, in bytes from the start of the operand's stage buffers, splits
+# into a part that the swizzle makes lane-dependent, kept in registers {A,B}_f[] before the loop, and
+# constants (the stage buffer, and 16 tile rows: 2048 bytes) that fold into the instruction. A "k" tile's
+# k16 steps move along its chunks (XOR-swizzled: one register each); an "mn" tile's move 16 k rows down (a
+# constant: 8 or 16 physical rows, which keep each row's swizzle), and its matrices 16 columns apart are
+# the registers (extent / 32 of them: the warp tile's m16 tiles, or pairs of n8 tiles). mi = lane / 8
+# numbers the lane's matrix.
 
 
 def fragment_setup(op: Operand) -> str:
-    """The registers {A,B}_f[4] ("k": per k16 step) or [2] ("mn": per 16 columns) of fragment_code."""
+    """The registers {A,B}_f[4] ("k": per k16 step) or [extent / 32] ("mn": per 16 columns) of
+    fragment_code."""
     x = "wm" if op.which == "A" else "wn"
     if op.layout == "k":              # A: rows +0/+8 by mi & 1, k 0-7/8-15 by mi >> 1; B the other way
         row, half = ("((lane >> 3) & 1)", "(lane >> 4)") if op.which == "A" else ("(lane >> 4)", "((lane >> 3) & 1)")
         return (f"unsigned {op.which}_f[4];\n#pragma unroll\nfor (int ks = 0; ks < 4; ++ks)\n"
                 f"  {op.which}_f[ks] = (({x} + 8 * {row} + (lane & 7)) * 64 + (((2 * ks + {half}) ^ (lane & 7)) << 3)) * 2;")
     row, col = ("(lane >> 4)", "((lane >> 3) & 1)") if op.which == "A" else ("((lane >> 3) & 1)", "(lane >> 4)")
-    return (f"unsigned {op.which}_f[2];\n#pragma unroll\nfor (int h = 0; h < 2; ++h)\n"
-            f"  {op.which}_f[h] = (((lane & 7) + 8 * {row}) * 64 + (((({x} >> 3) + 2 * h + {col}) ^ (lane & 7)) << 3)) * 2;")
+    n = op.extent // 32
+    if op.width == BK:
+        return (f"unsigned {op.which}_f[{n}];\n#pragma unroll\nfor (int h = 0; h < {n}; ++h)\n"
+                f"  {op.which}_f[h] = (((lane & 7) + 8 * {row}) * 64 + (((({x} >> 3) + 2 * h + {col}) ^ (lane & 7)) << 3)) * 2;")
+    return (f"unsigned {op.which}_f[{n}];\n#pragma unroll\nfor (int h = 0; h < {n}; ++h) {{\n"
+            f"  const int e = ((lane & 7) + 8 * {row}) * {op.width} + {x} + 8 * (2 * h + {col});   // (k, m/n) flat\n"
+            f"  {op.which}_f[h] = aotc_swz_mn64(e >> 6, (e >> 3) & 7) * 2;\n}}")
 
 
 def fragment_code(op: Operand) -> str:
-    """Code reading the warp's fragments of k16 step `ks` of stage `cur` into af[nb] (A: 2 x 4 registers)
-    or bf[nb] (B: 4 x 2), the mma.m16n8k16 layouts; `i` (A) or `j / 2` (B) is 16 rows or columns on."""
+    """Code reading the warp's fragments of k16 step `ks` of stage `cur` into af[nb] (A: extent / 32 x 4
+    registers) or bf[nb] (B: extent / 16 x 2), the mma.m16n8k16 layouts; `i` (A) or `j / 2` (B) is 16 rows
+    or columns on."""
     trans = "_trans" if op.layout == "mn" else ""
     if op.layout == "k":
-        off = f"{op.which}_f[ks] + cur * {2 * TILE} + {'i' if op.which == 'A' else '(j >> 1)'} * 2048"
+        off = f"{op.which}_f[ks] + cur * {op.stage_bytes} + {'i' if op.which == 'A' else '(j >> 1)'} * 2048"
     else:
-        off = f"{op.which}_f[{'i' if op.which == 'A' else 'j >> 1'}] + cur * {2 * TILE} + ks * 2048"
+        off = f"{op.which}_f[{'i' if op.which == 'A' else 'j >> 1'}] + cur * {op.stage_bytes} + ks * {32 * op.width}"
+    smem = f"aotc_smem + {op.base}" if op.base else "aotc_smem"
     if op.which == "A":
-        return (f"#pragma unroll\nfor (int i = 0; i < 2; ++i)\n"
-                f"  aotc_ldmatrix_x4{trans}_at(af[nb][i], aotc_smem, {off});")
-    return (f"#pragma unroll\nfor (int j = 0; j < 4; j += 2) {{\n  unsigned r4[4];\n"
-            f"  aotc_ldmatrix_x4{trans}_at(r4, aotc_smem + {_B_TILES}, {off});\n"
+        return (f"#pragma unroll\nfor (int i = 0; i < {op.extent // 32}; ++i)\n"
+                f"  aotc_ldmatrix_x4{trans}_at(af[nb][i], {smem}, {off});")
+    return (f"#pragma unroll\nfor (int j = 0; j < {op.extent // 16}; j += 2) {{\n  unsigned r4[4];\n"
+            f"  aotc_ldmatrix_x4{trans}_at(r4, {smem}, {off});\n"
             f"  bf[nb][j][0] = r4[0];\n  bf[nb][j][1] = r4[1];\n  bf[nb][j + 1][0] = r4[2];\n  bf[nb][j + 1][1] = r4[3];\n}}")
 
 
@@ -224,11 +264,30 @@ def _indent(text: str, n: int) -> str:
     return "\n".join(" " * n + line if line and not line.startswith("#") else line for line in text.split("\n"))
 
 
-def store_slot(epilogue: str, idx_t: str, m, n, registers: bool) -> str:
+def tile_slots(tile: tuple[int, int] = (64, 64)) -> dict:
+    """mma_setup.part's and dot_mma.cu's slots for a (bm, bn) block tile: 4 warps in a 2x2 grid of
+    (bm / 2) x (bn / 2) warp tiles, each mi x nj m16n8 accumulators."""
+    bm, bn = tile
+    return dict(bm=bm, bn=bn, warp_m=bm // 2, warp_n=bn // 2, mi=bm // 32, nj=bn // 16)
+
+
+def c_stride(bn: int) -> int:
+    """Row stride of dot_mma.cu's f32 output tile Cs: bn + 8 floats, so that a half-warp's float2 stores
+    (rows g, columns 2t) hit 16 distinct bank pairs."""
+    return bn + 8
+
+
+def store_slot(epilogue: str, idx_t: str, m, n, registers: bool, tile: tuple[int, int] = (64, 64)) -> str:
     """dot_mma.cu's `store` slot: the epilogue through shared memory (coalesced along n), or straight from
     the accumulator registers where the epilogue needs their layout (`registers`: a gated epilogue)."""
     part = "mma_store_regs.part" if registers else "mma_store_smem.part"
-    return instantiate(part, dict(epilogue=epilogue, idx_t=idx_t, m=m, n=n), indent=2)
+    t = tile_slots(tile)
+    slots = dict(epilogue=epilogue, idx_t=idx_t, m=m, n=n, c_stride=c_stride(tile[1]))
+    if registers:
+        slots.update(mi=t["mi"], nj=t["nj"])
+    else:
+        slots.update(tile_elems=tile[0] * tile[1], shift=tile[1].bit_length() - 1, mask=tile[1] - 1)
+    return instantiate(part, slots, indent=2)
 
 
 def mainloop_code(a: Operand, b: Operand, idx_t: str, ctype: str, to_elt: str, elt: str, m, n,
@@ -240,7 +299,7 @@ def mainloop_code(a: Operand, b: Operand, idx_t: str, ctype: str, to_elt: str, e
 
     def step(cur: int) -> str:
         return instantiate("mma_kstep.part", dict(
-            cur=cur, idx_t=idx_t, elt=elt, stage_a=_indent(stage_a, 4), stage_b=_indent(stage_b, 4),
+            cur=cur, idx_t=idx_t, elt=elt, mi=a.extent // 32, nj=b.extent // 16, stage_a=_indent(stage_a, 4), stage_b=_indent(stage_b, 4),
             frag_a=_indent(fragment_code(a), 6), frag_b=_indent(fragment_code(b), 6)), indent=pad + 2)
     return instantiate("mma_mainloop.part", dict(
         idx_t=idx_t, even=step(0), odd=step(1),
@@ -255,10 +314,14 @@ def _per_element(op: Operand) -> Operand:
 
 
 def staging_slots(a: Operand, b: Operand, idx_t: str, ctype: str, to_elt: str, elt: str, m, n,
-                  base_a: str, base_b: str) -> dict:
-    """The dot_mma.cu slots for this pair of operands (the store slot aside): the K loop, and where an
-    async operand has a per-element load too, a kernel-level branch on its pointer's alignment between
-    that loop and a copy staging per element (a caller may bind an unaligned input)."""
+                  base_a: str, base_b: str, tile: tuple[int, int] = (64, 64)) -> dict:
+    """The dot_mma.cu slots for this pair of operands and a (bm, bn) block tile (the store slot aside):
+    the tile's, the stage buffers', the K loop, and where an async operand has a per-element load too, a
+    kernel-level branch on its pointer's alignment between that loop and a copy staging per element (a
+    caller may bind an unaligned input)."""
+    bm, bn = tile
+    a = replace(a, extent=bm, base=0)
+    b = replace(b, extent=bn, base=STAGES * a.stage_bytes)
     fast = mainloop_code(a, b, idx_t, ctype, to_elt, elt, m, n, base_a, base_b)
     checks = [f"(reinterpret_cast<unsigned long long>({base}) & 15) == 0"
               for op, base in ((a, base_a), (b, base_b)) if op.is_async and op.load is not None]
@@ -268,4 +331,6 @@ def staging_slots(a: Operand, b: Operand, idx_t: str, ctype: str, to_elt: str, e
         loop = f"  if ({' && '.join(checks)}) {{\n{fast}\n  }} else {{\n{slow}\n  }}"
     else:
         loop = f"  {{\n{fast}\n  }}"
-    return dict(smem_bytes=max(2 * STAGES * TILE * 2, 64 * 72 * 4), mainloop=loop)
+    stages = STAGES * (a.stage_bytes + b.stage_bytes)
+    return dict(tile_slots(tile), c_stride=c_stride(bn), smem_bytes=max(stages, bm * c_stride(bn) * 4), mainloop=loop,
+                a_stage=bm * BK, b_stage=bn * BK, b_base=b.base)

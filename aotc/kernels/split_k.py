@@ -14,8 +14,12 @@ block, and splits K only when even the smallest tile cannot: then the fewest
 splits that reach FILL_SHARE, capped so that the partials (written and read
 back) stay within SIMT_PARTIALS_SHARE of the kernel's own traffic, which keeps
 the kernel within the bytes target's 1.1x of its compulsory traffic. The
-tensor-core templates (dot_mma, dot_tf32) keep their 64x64 tile and their
-split rule (`choose_splits`).
+f16/bf16 tensor-core GEMM (dot_mma.cu) takes the same rule over its own tiles,
+MMA_TILES (64x64, 64x32, 32x64, 32x32: always 4 warps, the warp tile shrinking
+to 16 rows or columns), with its K split in whole 64-deep pipeline stages and
+at least MIN_MMA_SPLIT_K a split, so that the two-stage cp.async pipeline still
+overlaps its copies. dot_tf32 keeps its 64x64 tile and its split rule
+(`choose_splits`).
 
 The partial sums meet without a second kernel and without atomics on data:
 each block writes its partial tile to an f32 workspace in the arena, then
@@ -34,6 +38,17 @@ half a wave gave ResNet-50 1.472 (1/54), BERT-base 1.122 (0/48), GPT-2 1.120
 (0/49); these tiles give 1.009 (0/54), 1.000 (0/48) and 1.030 (0/49), ResNet-50
 keeping 6 split launches (five 49-pixel stage-4 convs, 64 blocks of 16x32 split
 two ways, and the classifier, 32 blocks split three ways).
+
+fp16 batch 1, the same measure (GEMM/conv launches under half a wave, split
+launches and their partials, modelled bytes over the floor, kernels over
+1.1x): dot_mma's 64x64 tile split to half a wave (`choose_splits`) gave
+ResNet-50 1/54, 42 splits, 48.6 MiB, 1.941x, 41 kernels; BERT-base 0/48, 24
+splits, 27.0 MiB, 1.244x, 24 kernels. MMA_TILES under this rule give ResNet-50
+16/54, 4 splits, 0.6 MiB, 1.011x, 0 kernels (25 of its 54 launches take
+32x32: the 7x7 and 14x14 stages); BERT-base 0/48, no split, 1.000x, 0 (its
+768-wide projections: 96 blocks of 32x32 where they had 24 of 64x64 split 3
+ways). At batch 32 only ResNet-50's classifier changes: 16 blocks of 64x64
+split 5 ways (1.1x over) became 32 unsplit blocks of 32x32.
 """
 from __future__ import annotations
 
@@ -43,15 +58,19 @@ from dataclasses import dataclass
 from aotc.ir import dims as D
 
 from aotc.fusion.rules.target import MAX_WORKSPACE, TARGET_SMS
+from aotc.kernels.mma_staging import c_stride
 from aotc.kernels.template import instantiate
 
 MAX_SPLITS = 16
 MIN_SPLIT_K = 128        # each block still runs >= 8 K tiles of 16
+MMA_STAGE_K = 64         # dot_mma.cu's pipeline stage: a split's K is a whole number of them
+MIN_MMA_SPLIT_K = 4 * MMA_STAGE_K    # a split runs >= 4 stages: its pipeline's exposed first stage <= 1/4
 FILL_SHARE = 0.5         # the split gives at least this share of the SMs a block (fusion_report's "half a wave")
 PARTIALS_SHARE = 0.05    # beyond that, partial-sum bytes (written + read) per byte of the kernel's own traffic
 SIMT_PARTIALS_SHARE = 0.1    # dot.cu's cap on them: the bytes target's 1.1x of a kernel's compulsory traffic
 GEMM_TEMPLATES = ("dot", "dot_mma", "dot_tf32")
 SIMT_TILES = ((64, 64), (64, 32), (32, 64), (32, 32), (16, 32))   # dot.cu's block tiles (rows, cols)
+MMA_TILES = ((64, 64), (64, 32), (32, 64), (32, 32))               # dot_mma.cu's (mma_staging.tile_slots)
 
 # Each template's accumulators (split_k_fixup.part's slots): their dims (i, j, r; r = 1 where the array has
 # two), the element at (i, j, r), and the row/col of element 0.
@@ -83,16 +102,20 @@ def _fills(blocks: int) -> bool:
     return blocks >= FILL_SHARE * TARGET_SMS
 
 
-def choose_tiling(kind: str, batch, m, n, k, traffic=None, may_split: bool = True, tiles=SIMT_TILES) -> Tiling:
+def choose_tiling(kind: str, batch, m, n, k, traffic=None, may_split: bool = True, tiles=None) -> Tiling:
     """The block tile and K split of a GEMM launch of template `kind` (B=batch, M, N, K; None: a dynamic size).
 
-    dot (SIMT): the largest of `tiles` that gives FILL_SHARE of the SMs a block; where none does, the
-    smallest, split along K only as far as its partials stay within SIMT_PARTIALS_SHARE of `traffic`
-    (the kernel's modelled bytes). dot_mma and dot_tf32: 64x64 and `choose_splits`. A dynamic size keeps the
-    first tile unsplit: its block count is known only at run time."""
+    dot (SIMT) and dot_mma: the largest of `tiles` (default SIMT_TILES, MMA_TILES) that gives FILL_SHARE
+    of the SMs a block; where none does, the smallest, split along K only as far as its partials stay
+    within SIMT_PARTIALS_SHARE of `traffic` (the kernel's modelled bytes). dot_tf32: 64x64 and
+    `choose_splits`. A dynamic size keeps the first tile unsplit: its block count is known only at run
+    time."""
+    tiles = tiles or (MMA_TILES if kind == "dot_mma" else SIMT_TILES)
+    if kind == "dot_tf32":
+        tiles = ((64, 64),)
     if None in (batch, m, n, k):
-        return Tiling(*tiles[0], 1, k) if kind == "dot" else Tiling(64, 64, 1, k)
-    if kind != "dot":
+        return Tiling(*tiles[0], 1, k)
+    if kind == "dot_tf32":
         splits, per = choose_splits(batch, m, n, k, traffic) if may_split else (1, k)
         return Tiling(64, 64, splits, per)
     for bm, bn in _by_size(tiles, batch, m, n):
@@ -101,7 +124,8 @@ def choose_tiling(kind: str, batch, m, n, k, traffic=None, may_split: bool = Tru
     bm, bn = _by_size(tiles, batch, m, n)[-1]
     if not may_split:
         return Tiling(bm, bn, 1, k)
-    splits, per = _splits(_blocks(batch, m, n, bm, bn), batch, m, n, k, traffic, SIMT_PARTIALS_SHARE)
+    step, least = (MMA_STAGE_K, MIN_MMA_SPLIT_K) if kind == "dot_mma" else (16, MIN_SPLIT_K)
+    splits, per = _splits(_blocks(batch, m, n, bm, bn), batch, m, n, k, traffic, SIMT_PARTIALS_SHARE, step, least)
     return Tiling(bm, bn, splits, per)
 
 
@@ -110,16 +134,18 @@ def _by_size(tiles, batch, m, n):
     return sorted(tiles, key=lambda t: (-t[0] * t[1], t[0] * t[1] * _blocks(batch, m, n, *t)))
 
 
-def _splits(tiles: int, batch: int, m: int, n: int, k: int, traffic, share: float) -> tuple[int, int]:
-    """(splits, K per split) for a launch of `tiles` blocks: the fewest that fill FILL_SHARE of the SMs,
-    or fewer where the partials would pass `share` of `traffic` (None: no cap)."""
-    splits = min(MAX_SPLITS, TARGET_SMS // tiles, k // MIN_SPLIT_K, 65535 // batch,
+def _splits(tiles: int, batch: int, m: int, n: int, k: int, traffic, share: float, step: int = 16,
+            least: int = MIN_SPLIT_K) -> tuple[int, int]:
+    """(splits, K per split, a multiple of `step`, each >= `least`) for a launch of `tiles` blocks: the
+    fewest that fill FILL_SHARE of the SMs, or fewer where the partials would pass `share` of `traffic`
+    (None: no cap)."""
+    splits = min(MAX_SPLITS, TARGET_SMS // tiles, k // least, 65535 // batch,
                  MAX_WORKSPACE // (4 * batch * m * n), math.ceil(FILL_SHARE * TARGET_SMS / tiles))
     if traffic is not None:
         splits = min(splits, int(share * traffic) // (2 * 4 * batch * m * n))
     if splits < 2:
         return 1, k
-    per = math.ceil(k / splits / 16) * 16
+    per = math.ceil(k / splits / step) * step
     return math.ceil(k / per), per
 
 
@@ -155,7 +181,7 @@ def split_slots(kind: str, batch, m, n, k, idx_t: str, tiling: Tiling):
     if kind in ("dot_mma", "dot"):      # the accumulators meet in a shared-memory tile (no local array)
         bm, bn = tiling.bm, tiling.bn
         fixup = instantiate("split_k_tile.part", dict(splits=splits, total=batch * m * n, mn=m * n, m=m, n=n,
-                                                      stride=72 if mma else simt_handoff_stride(bn), tile_m=bm,
+                                                      stride=c_stride(bn) if mma else simt_handoff_stride(bn), tile_m=bm,
                                                       tile_n=bn, shift=bn.bit_length() - 1, mask=bn - 1), indent=2)
         if kind == "dot":               # dot_mma.cu has its tile already; dot.cu's goes there and back
             fixup = instantiate("split_k_simt.part", dict(handoff=fixup, stride=simt_handoff_stride(bn),
@@ -174,7 +200,7 @@ def simt_handoff_stride(bn: int) -> int:
     return bn + bn // 4
 
 
-def gemm_tiling(kind: str, batch, m, n, k, traffic=None, may_split: bool = True, tiles=SIMT_TILES) -> Tiling:
+def gemm_tiling(kind: str, batch, m, n, k, traffic=None, may_split: bool = True, tiles=None) -> Tiling:
     """choose_tiling on a launch's sizes, which may be dynamic: a dim a variant's bucket pins
     (variants.py) counts as known, any other makes the launch's block count known only at run time."""
     sizes = [D.known(x) for x in (batch, m, n, k)]

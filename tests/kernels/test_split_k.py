@@ -1,5 +1,6 @@
 """Split-K GEMMs and convs on the host emulation: blocks of one tile really run concurrently there
 (two worker threads), so the partial-sum handoff and the counter reset are exercised, not assumed."""
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -92,11 +93,11 @@ def test_tiling_keeps_a_splits_partials_within_their_share():
     assert choose_tiling("dot", 1, 49, 70, 783, traffic=_gemm_traffic(1, 49, 70, 783)).splits == 1   # K too short
 
 
-@pytest.mark.parametrize("kind", ["dot_mma", "dot_tf32"])
-def test_tensor_core_templates_keep_their_tile_and_split(kind):
+def test_the_tf32_template_keeps_its_tile_and_split():
+    """dot_tf32 has one tile; dot_mma's tile variants have their tests in test_mma_tiles.py."""
     for geometry in [(1, 49, 512, 4608), (1, 128, 768, 3072), (1, 128, 2304, 768)]:
         traffic = _gemm_traffic(*geometry)
-        t = choose_tiling(kind, *geometry, traffic=traffic)
+        t = choose_tiling("dot_tf32", *geometry, traffic=traffic)
         assert (t.bm, t.bn) == (64, 64) and (t.splits, t.per) == choose_splits(*geometry, traffic=traffic)
 
 
@@ -115,20 +116,21 @@ def _gemm(m, n, k, dtype="f32", precision=None, batch=()):
     d = b.add("dot_general", a, w, lhs_batch=tuple(range(nb)), rhs_batch=tuple(range(nb)),
               lhs_contract=(nb + 1,), rhs_contract=(nb,), **kw)
     y = b.add("add", d, b.add("broadcast_in_dim", bias, shape=d.shape, broadcast_dimensions=(nb + 1,)))
-    zero = b.constant(np.zeros((), np.float16 if dtype == "f16" else np.float32))
+    zero = b.constant(np.zeros((), {"f16": np.float16, "bf16": ml_dtypes.bfloat16}.get(dtype, np.float32)))
     return b.build([b.add("max", y, b.add("broadcast_in_dim", zero, shape=d.shape, broadcast_dimensions=()))])
 
 
 @pytest.mark.parametrize("m,n,k,dtype,precision,batch,kind", [
     (49, 70, 3001, "f32", None, (), "aotc_dot_"),          # K not a multiple of the split or the tile
     (3, 50, 4096, "f32", None, (2,), "aotc_dot_"),          # batched: counters per (batch, tile)
-    (50, 70, 1000, "f16", None, (), "aotc_dot_mma_"),
+    (50, 70, 4000, "f16", None, (), "aotc_dot_mma_"),      # 6 blocks of 32x32; partials within 10% at 3
+    (3, 40, 5000, "bf16", None, (2,), "aotc_dot_mma_"),     # batched, a K tail under a stage
     (50, 70, 1000, "f32", "tf32", (), "aotc_dot_tf32_"),
 ])
 def test_split_gemm_matches_the_interpreter_and_resets_its_counters(m, n, k, dtype, precision, batch, kind):
     rng, seed = fresh_rng()
     graph = _gemm(m, n, k, dtype, precision, batch)
-    np_dt = np.float16 if dtype == "f16" else np.float32
+    np_dt = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}.get(dtype, np.float32)
     ins = [(random_array(rng, batch + (m, k)) / np.sqrt(k)).astype(np_dt),
            random_array(rng, batch + (k, n)).astype(np_dt), random_array(rng, (n,)).astype(np_dt)]
     want = interpret(graph, ins)[0]
@@ -137,7 +139,7 @@ def test_split_gemm_matches_the_interpreter_and_resets_its_counters(m, n, k, dty
     assert kernels[0].name.startswith(kind) and kernels[0].splits > 1 and unsplit[0].splits == 1
     assert kernels[0].grid[2] == max(1, int(np.prod(batch))) * kernels[0].splits
     assert not counters.any(), "a tile counter was left non-zero"
-    tol = 2e-2 if dtype == "f16" else (2e-3 if precision else 1e-5)
+    tol = 2e-2 if dtype in ("f16", "bf16") else (2e-3 if precision else 1e-5)
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=tol, atol=tol,
                                err_msg=f"seed {seed}")
     np.testing.assert_allclose(got.astype(np.float32), whole.astype(np.float32), rtol=tol, atol=tol)
