@@ -119,3 +119,22 @@ def test_mma_attention_compiles_without_local_memory(dh):
                   if name.startswith("aotc_attention_mma_")]
         assert res.local_bytes == 0
         assert res.registers <= 168              # 3 blocks of 128 threads an SM (65536 registers): 18.75%
+
+
+def test_mma_attention_with_dynamic_batch_and_sequence():
+    """One build over batch 1..4 and sequence 1..200 (kernel arguments), run at shapes that cut the tiles."""
+    from aotc.ir import dims as D
+    from aotc.ir.dims import DimRange, dim_ranges, sym
+    ranges = {"batch": DimRange(1, 4), "seq": DimRange(1, 200)}
+    rng, seed = fresh_rng()
+    with dim_ranges(ranges):
+        graph = mma_attention_graph(sym("batch"), 2, sym("seq"), sym("seq"), 64, 64, "f16", "add")
+        graph.dims = {k: r for k, r in ranges.items() if any(k in D.symbols(v.shape) for v in graph.inputs)}
+    sizes = [(1, 1), (3, 33), (2, 129)]
+    sets = [_inputs(rng, b, 2, s, s, 64, 64, "f16", "add") for b, s in sizes]
+    results, kernels, _ = run_on_host(graph, None, shapes=sets)
+    assert any(k.name.startswith("aotc_attention_mma_") for k in kernels)
+    for ins, (got,), size in zip(sets, results, sizes):
+        want = interpret(graph, ins)[0].astype(np.float32)
+        tol = 8 * UNIT["f16"] * float(np.abs(ins[2].astype(np.float32)).max())
+        np.testing.assert_allclose(got.astype(np.float32), want, rtol=0, atol=tol, err_msg=f"{size}, seed {seed}")

@@ -28,13 +28,6 @@ __device__ __forceinline__ unsigned aotc_pack_bf16_(float lo, float hi) {
   memcpy(&u, &h, 4);
   return u;
 }
-// A compiler fence: the staging loops' global loads are not all hoisted ahead of their shared stores
-// (32 + 32 loads in flight held 64 values and their addresses: 255 registers).
-#if defined(AOTC_HOST_EMU)
-__device__ __forceinline__ void aotc_stage_fence_() {}
-#else
-__device__ __forceinline__ void aotc_stage_fence_() { asm volatile("" ::: "memory"); }
-#endif
 #endif
 extern "C" __global__ void __launch_bounds__(128) ${name}(${params}) {
   __shared__ __align__(128) unsigned char aotc_smem[${smem_bytes}];
@@ -78,7 +71,6 @@ ${q_setup}
 ${load_k}
         }
         Ks[jj * ${dh} + ((((int)d >> 3) ^ (jj & 7)) << 3) + ((int)d & 7)] = ${to_elt}(kv);
-        if ((r & 7) == 7) aotc_stage_fence_();
       }
 #pragma unroll
       for (int r = 0; r < ${bn} * ${dv} / 128; ++r) {
@@ -89,7 +81,6 @@ ${load_k}
 ${load_v}
         }
         Vs[jj * ${dv} + ((((int)d >> 3) ^ (jj & 7)) << 3) + ((int)d & 7)] = ${to_elt}(vv);
-        if ((r & 7) == 7) aotc_stage_fence_();
       }
       __syncthreads();
       float sacc[${bn} / 8][4];                        // S = Q . K^T of the warp's 16 rows x ${bn} keys
