@@ -11,6 +11,10 @@ same epilogue per output element. Only P differs: it is rounded to the
 region's dtype to feed the second mma, as the graph's own f16/bf16 softmax
 output is. Head dims of 64 and 128 (BERT, GPT-2, LLaMA) take this kernel;
 `mma_attention_fits` says which regions do, the rest keep the SIMT kernel.
+Every operand is staged per element: BERT's Q, K and V are the QKV GEMM's
+output plus its bias (the region's prologue), no plain view that cp.async
+could copy; a cp.async path for plain aligned views (mma_views.py's test)
+is left for a model that has them.
 """
 from __future__ import annotations
 
@@ -39,16 +43,26 @@ def key_tile(dh: int, dv: int) -> int:
     return 32
 
 
-def _q_fragments(dh: int) -> tuple[str, str]:
-    """(setup, per-k-step code) giving qf[4], the A fragment of Q's 16 dims 16c .. 16c + 15: held in
-    registers for the whole key loop where dh is 64 (16 registers); read from the staged tile per step
-    where it is 128 (32 more registers would push the kernel past 128)."""
-    addr = "Qs + (r0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * {dh} + (((2 * {c} + (lane >> 4)) ^ (lane & 7)) << 3)"
-    if dh > 64:
-        return "", f"        aotc_ldmatrix_x4(qf, {addr.format(dh=dh, c='c')});"
-    setup = (f"    unsigned qa[{dh // 16}][4];\n#pragma unroll\n    for (int c = 0; c < {dh // 16}; ++c)\n"
-             f"      aotc_ldmatrix_x4(qa[c], {addr.format(dh=dh, c='c')});")
-    return setup, "        for (int x = 0; x < 4; ++x) qf[x] = qa[c][x];"
+def min_blocks(dh: int, dv: int) -> int:
+    """Blocks an SM the registers must allow (__launch_bounds__): 4 (25% occupancy) for 64-wide heads, which
+    fit 128 registers unforced (96 on sm_90 for BERT-base); 2 for 128-wide ones: their 64 O registers a lane
+    and the batched staging loads take 227 with a mask, and forcing 3 blocks (168) spilled 16 bytes."""
+    return 4 if max(dh, dv) <= 64 else 2
+
+
+def _inside(var: str, extent, tile: int) -> str:
+    """The test that `var` (a row or key of a tile) lies below `extent`; "true" where a static extent is a
+    whole number of tiles (BERT's 128 keys: the guards were 30 branches and kept the 16 mask loads of a
+    tile from merging into 8)."""
+    return "true" if D.is_static(extent) and extent % tile == 0 else f"{var} < {extent}"
+
+
+def _q_fragment(dh: int) -> str:
+    """Code reading qf[4], the A fragment of the warp's Q rows at dims 16c .. 16c + 15, from the staged tile
+    (one ldmatrix a k step). Held in registers across the key loop instead, Q's 16 (dh 64) registers took
+    BERT-base's kernel from 128 to 168 once the bound tests were gone (4 -> 3 blocks an SM)."""
+    return (f"        aotc_ldmatrix_x4(qf, Qs + (r0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * {dh} + "
+            f"(((2 * c + (lane >> 4)) ^ (lane & 7)) << 3));")
 
 
 def generate_attention_mma(b: KernelBuilder) -> Kernel:
@@ -62,11 +76,11 @@ def generate_attention_mma(b: KernelBuilder) -> Kernel:
     em_e = b.emitter(indent=8, overrides={out: "accv"})
     b.store_root(em_e, b.root_index(em_e, list(batch_idx) + ["i", "d"]))
     bn = key_tile(m.dh, m.dv)
-    q_setup, q_frag = _q_fragments(m.dh)
     staged = 2 * (ROWS * m.dh + bn * m.dh + bn * m.dv)          # Q, K and V tiles of b16
     slots = dict(batch_index=em_b.text(), load_q=load_q, load_k=load_k, load_v=load_v, score=em_s.text(),
                  epilogue=em_e.text(), nbatch=nbatch, sq=m.sq, sk=m.sk, dh=m.dh, dv=m.dv, bn=bn, elt=elt,
-                 ctype=ctype, to_elt=to_elt, q_setup=q_setup, q_frag=q_frag,
+                 ctype=ctype, to_elt=to_elt, q_frag=_q_fragment(m.dh), row_in=_inside("i", m.sq, ROWS),
+                 key_in=_inside("j", m.sk, bn), min_blocks=min_blocks(m.dh, m.dv),
                  smem_bytes=max(staged, ROWS * (m.dv + 8) * 4))
     tiles = nbatch * D.ceildiv(m.sq, ROWS)
     return b.finish("attention_mma", slots, (D.dmax(1, D.dmin(tiles, MAX_GRID)), 1, 1), (128, 1, 1))

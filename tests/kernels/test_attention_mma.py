@@ -118,7 +118,8 @@ def test_mma_attention_compiles_without_local_memory(dh):
         (res,) = [r for name, r in cubin_resources(compile_device(source, arch)).items()
                   if name.startswith("aotc_attention_mma_")]
         assert res.local_bytes == 0
-        assert res.registers <= 168              # 3 blocks of 128 threads an SM (65536 registers): 18.75%
+        # 65536 registers an SM: 4 blocks of 128 threads (25% occupancy) at dh 64, 2 (12.5%) at dh 128
+        assert res.registers <= (128 if dh == 64 else 256)
 
 
 def test_mma_attention_with_dynamic_batch_and_sequence():

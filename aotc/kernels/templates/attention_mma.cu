@@ -5,14 +5,15 @@
 // the same fragments): a block of 4 warps owns 64 query rows, 16 a warp; Q (64 x ${dh}) and each tile of
 // ${bn} keys of K and V are staged per element by the region's loads (its prologue) into XOR-swizzled
 // shared memory (16-byte chunk c of row r at c ^ (r % 8): conflict-free for the 8 rows an ldmatrix phase
-// reads), and the fragments come by ldmatrix (V's transposed). Lane (g = lane / 4, t = lane % 4) holds
-// S rows g and g + 8, keys 8n + 2t and 8n + 2t + 1 of each 8-key n-tile n: the score chain f (scale,
-// mask) runs on each accumulator element with its (i, j), keys past the end score -inf, and the softmax
+// reads), and the fragments come by ldmatrix (V's transposed; Q's once a k step, not held in
+// registers). Lane (g = lane / 4, t = lane % 4) holds S rows g and g + 8, keys 8n + 2t and 8n + 2t + 1
+// of each 8-key n-tile n: the score chain f (scale, mask) runs on each accumulator element with its (i, j), keys past the end score -inf, and the softmax
 // is online in f32 (row max and sum over the 4 lanes of a quad), exactly as the SIMT kernel's
 // (attention.cu): p = 0 where s = -inf, the running sum rescaled by exp(m_old - m_new). P is rounded to
 // ${elt} in the registers it was computed in (m16n8k16's C fragment of two n-tiles is the A fragment of
 // one k step), O accumulates in f32 and is rescaled per tile. O / l goes through shared memory (rows of
-// ${dv} + 8 floats) so that the epilogue (the region's root store) runs along d, coalesced.
+// ${dv} + 8 floats) so that the epilogue (the region's root store) runs along d, coalesced. Bounds on
+// rows and keys are tested only where a static count is no whole number of tiles (`true` otherwise).
 #ifndef AOTC_ATTENTION_MMA_PACK_
 #define AOTC_ATTENTION_MMA_PACK_
 // Two f32 values rounded to one f16x2 / bf16x2 register (the low half first): an A fragment's pair.
@@ -29,7 +30,7 @@ __device__ __forceinline__ unsigned aotc_pack_bf16_(float lo, float hi) {
   return u;
 }
 #endif
-extern "C" __global__ void __launch_bounds__(128) ${name}(${params}) {
+extern "C" __global__ void __launch_bounds__(128, ${min_blocks}) ${name}(${params}) {
   __shared__ __align__(128) unsigned char aotc_smem[${smem_bytes}];
   ${ctype} *Qs = reinterpret_cast<${ctype} *>(aotc_smem);            // 64 x ${dh}
   ${ctype} *Ks = Qs + 64 * ${dh};                                      // ${bn} x ${dh}
@@ -47,13 +48,12 @@ ${batch_index}
       const int row = threadIdx.x / ${dh} + 128 / ${dh} * r;     // a warp along d: coalesced where d is
       const ${idx_t} i = i0 + row, d = threadIdx.x % ${dh};
       float q = 0.0f;
-      if (i < ${sq}) {
+      if (${row_in}) {
 ${load_q}
       }
       Qs[row * ${dh} + ((((int)d >> 3) ^ (row & 7)) << 3) + ((int)d & 7)] = ${to_elt}(q);
     }
     __syncthreads();
-${q_setup}
     float o[${dv} / 8][4];
 #pragma unroll
     for (int n = 0; n < ${dv} / 8; ++n)
@@ -67,7 +67,7 @@ ${q_setup}
         const int jj = threadIdx.x / ${dh} + 128 / ${dh} * r;
         const ${idx_t} j = j0 + jj, d = threadIdx.x % ${dh};
         float kv = 0.0f;
-        if (j < ${sk}) {
+        if (${key_in}) {
 ${load_k}
         }
         Ks[jj * ${dh} + ((((int)d >> 3) ^ (jj & 7)) << 3) + ((int)d & 7)] = ${to_elt}(kv);
@@ -77,7 +77,7 @@ ${load_k}
         const int jj = threadIdx.x / ${dv} + 128 / ${dv} * r;
         const ${idx_t} j = j0 + jj, d = threadIdx.x % ${dv};
         float vv = 0.0f;
-        if (j < ${sk}) {
+        if (${key_in}) {
 ${load_v}
         }
         Vs[jj * ${dv} + ((((int)d >> 3) ^ (jj & 7)) << 3) + ((int)d & 7)] = ${to_elt}(vv);
@@ -107,7 +107,7 @@ ${q_frag}
         for (int r = 0; r < 4; ++r) {
           const ${idx_t} i = i0 + r0 + g + 8 * (r >> 1), j = j0 + 8 * n + 2 * t + (r & 1);
           float s = -AOTC_INF;
-          if (i < ${sq} && j < ${sk}) {
+          if (${row_in} && ${key_in}) {
             const float qk = sacc[n][r];
 ${score}
           }
@@ -171,7 +171,7 @@ ${score}
     for (int r = 0; r < 64 * ${dv} / 128; ++r) {
       const int row = threadIdx.x / ${dv} + 128 / ${dv} * r;
       const ${idx_t} i = i0 + row, d = threadIdx.x % ${dv};
-      if (i < ${sq}) {
+      if (${row_in}) {
         const float accv = Os[row * (${dv} + 8) + (int)d];
 ${epilogue}
       }
