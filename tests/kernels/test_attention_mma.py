@@ -139,3 +139,25 @@ def test_mma_attention_with_dynamic_batch_and_sequence():
         want = interpret(graph, ins)[0].astype(np.float32)
         tol = 8 * UNIT["f16"] * float(np.abs(ins[2].astype(np.float32)).max())
         np.testing.assert_allclose(got.astype(np.float32), want, rtol=0, atol=tol, err_msg=f"{size}, seed {seed}")
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_bert_engine_with_64_wide_heads_runs_the_mma_kernel(precision, tmp_path):
+    """End to end: an exported-layout BERT encoder (2 heads of 64, 40 tokens: a partial key tile, the
+    additive mask from a 0/1 input) compiled at fp16/bf16, run by the engine on the cpu device, vs
+    onnxruntime in fp32 (test_precision.py's bounds for BERT)."""
+    import aotc.compiler
+    from aotc.bench.models.small import bert_encoder
+    from aotc.package.runtime_binding import Engine
+    ort = pytest.importorskip("onnxruntime")
+    model, feeds = bert_encoder(batch=2, seq=40, layers=1, d=128, heads=2, ffn=64)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    path = tmp_path / "m.engine"
+    result = aotc.compiler.compile(model, path, arch="none", precision=precision)
+    assert any(k.startswith("aotc_attention_mma_") for k in result.plan.kernels)
+    engine = Engine(str(path))
+    outs = engine.create_context(device="cpu").run(feeds)
+    for spec, w in zip(engine.outputs, want):
+        got = outs[spec.name].astype(np.float64)
+        err = float(np.max(np.abs(got - w)) / max(np.max(np.abs(w)), 1e-30))
+        assert err <= {"fp16": 1e-2, "bf16": 5e-2}[precision], f"{spec.name}: rel error {err:.2e}"
