@@ -102,11 +102,22 @@ def test_mma_attention_matches_the_interpreter(b, h, sq, sk, dh, dv, dt, mask):
     np.testing.assert_allclose(g32, w32, rtol=0, atol=tol, err_msg=f"seed {seed}")
 
 
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_inspect_shows_the_kernel_as_tensor_core_math(dt):
+    from aotc.kernels.kernel_math import kernel_math
+    from aotc.package.inspect import uses_tensor_cores
+    graph = mma_attention_graph(1, 2, 8, 8, 64, 64, dt)
+    (kernel,) = [codegen.generate(graph, r) for r in partition(graph)]
+    assert uses_tensor_cores(kernel.name) and kernel_math(kernel) == dt
+
+
 def test_other_head_dims_and_f32_keep_the_simt_kernel():
+    from aotc.kernels.kernel_math import kernel_math
     for dh, dt in ((32, "f16"), (64, "f32"), (96, "bf16")):
         graph = mma_attention_graph(1, 2, 8, 8, dh, dh, dt)
         (kernel,) = [codegen.generate(graph, r) for r in partition(graph)]
         assert kernel.name.startswith("aotc_attention_") and not kernel.name.startswith("aotc_attention_mma_")
+        assert kernel_math(kernel) == "f32"
 
 
 @pytest.mark.parametrize("dh", [64, 128])
