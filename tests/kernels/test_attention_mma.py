@@ -1,6 +1,6 @@
 """The tensor-core flash-attention kernel (attention_mma.cu) on the host emulation vs the interpreter.
 
-Query and key counts cut the 64-row and 32-key tiles (1, 17, 50, 64, 129); head dims 64 and 128, V's
+Query and key counts cut the 64-row and 32-key (16 at dh 128) tiles (1, 17, 50, 64, 129); head dims 64 and 128, V's
 apart from Q's; Q/K/V arrive through transposes (prologue index math, per-element staging); the score
 chain carries a scale and an additive mask (BERT's (1 - m) * -10000) or a boolean Where with -inf
 (fully masked rows included: the interpreter's NaN); the arena is NaN-poisoned by run_on_host.
@@ -68,7 +68,9 @@ def _inputs(rng, b, h, sq, sk, dh, dv, dt, mask):
         ins.append((rng.random((b, sk)) < 0.8).astype(t))
     elif mask == "where":
         keep = rng.random((b, sk)) < 0.8
-        keep[0] = False                          # batch 0: every row fully masked -> NaN, as interpreted
+        keep[:, 0] = True
+        if b > 1:
+            keep[0] = False                      # batch 0: every row fully masked -> NaN, as interpreted
         ins.append(keep)
     return ins
 
@@ -85,7 +87,7 @@ def _run(b, h, sq, sk, dh, dv, dt, mask=None):
 @pytest.mark.parametrize("b,h,sq,sk,dh,dv,dt,mask", [
     (2, 3, 17, 50, 64, 64, "f16", "add"),
     (1, 2, 129, 64, 64, 64, "bf16", None),
-    (1, 2, 1, 129, 64, 64, "f16", "where"),
+    (2, 2, 1, 129, 64, 64, "f16", "where"),
     (2, 1, 64, 17, 64, 128, "bf16", "add"),
     (1, 2, 50, 33, 128, 64, "f16", None),
     (1, 1, 65, 40, 128, 128, "bf16", "where"),
@@ -96,8 +98,9 @@ def test_mma_attention_matches_the_interpreter(b, h, sq, sk, dh, dv, dt, mask):
     assert got.dtype == want.dtype and got.shape == want.shape
     g32, w32 = got.astype(np.float32), want.astype(np.float32)
     assert (np.isnan(g32) == np.isnan(w32)).all(), f"NaN pattern differs (seed {seed})"
-    if mask == "where":
-        assert np.isnan(w32[0]).all() and not np.isnan(w32[1:]).any()      # the fully masked batch entry
+    if mask == "where" and b > 1:
+        assert np.isnan(w32[0]).all()            # the fully masked batch entry
+    assert not np.isnan(w32[1:] if mask == "where" and b > 1 else w32).any()
     tol = 8 * UNIT[dt] * float(np.abs(ins[2].astype(np.float32)).max())
     np.testing.assert_allclose(g32, w32, rtol=0, atol=tol, err_msg=f"seed {seed}")
 
@@ -129,8 +132,8 @@ def test_mma_attention_compiles_without_local_memory(dh):
         (res,) = [r for name, r in cubin_resources(compile_device(source, arch)).items()
                   if name.startswith("aotc_attention_mma_")]
         assert res.local_bytes == 0
-        # 65536 registers an SM: 4 blocks of 128 threads (25% occupancy) at dh 64, 2 (12.5%) at dh 128
-        assert res.registers <= (128 if dh == 64 else 256)
+        # 65536 registers an SM: 4 blocks of 128 threads (25% occupancy) at dh 64, 3 (18.75%) at dh 128
+        assert res.registers <= (128 if dh == 64 else 168)
 
 
 def test_mma_attention_with_dynamic_batch_and_sequence():
