@@ -21,6 +21,7 @@ from aotc.kernels.builder import (MAX_GRID, Kernel, KernelBuilder, acc_type, dot
                                   simt_tiling, unravel)
 from aotc.kernels.codegen_attention import generate_attention
 from aotc.kernels.codegen_attention_int8 import generate_attention_int8
+from aotc.kernels.codegen_attention_mma import generate_attention_mma, mma_attention_fits
 from aotc.kernels.codegen_chain import generate_chain
 from aotc.kernels.codegen_dot_mma import generate_dot_mma
 from aotc.kernels.codegen_conv8 import generate_conv8
@@ -68,8 +69,10 @@ def generate(graph: Graph, region: Region, producer=None, split_k: bool = True) 
 
 
 def _attention(b: KernelBuilder) -> Kernel:
-    quantized = b.region.payload.match.quantized
-    return generate_attention_int8(b) if quantized else generate_attention(b)
+    match = b.region.payload.match
+    if match.quantized:
+        return generate_attention_int8(b)
+    return generate_attention_mma(b) if mma_attention_fits(match) else generate_attention(b)
 
 
 def _loop(b: KernelBuilder) -> Kernel:
@@ -292,9 +295,9 @@ def module_source(kernels: list[Kernel]) -> str:
     if any(k.uses_fp16 for k in kernels):
         parts.append("#define AOTC_USE_FP16 1")
     parts += ['#include "aotc_prelude.cuh"', '#include "aotc_ops.cuh"']
-    if any(k.name.startswith("aotc_dot_mma_") for k in kernels):       # its cp.async/ldmatrix pipeline
+    if any(k.name.startswith(("aotc_dot_mma_", "aotc_attention_mma_")) for k in kernels):   # cp.async/ldmatrix
         parts.append('#include "aotc_async.cuh"')
-    if any(k.name.startswith(("aotc_dot_mma_", "aotc_dot_tf32_")) for k in kernels):
+    if any(k.name.startswith(("aotc_dot_mma_", "aotc_dot_tf32_", "aotc_attention_mma_")) for k in kernels):
         parts.append('#include "aotc_mma.cuh"')
     if any(k.name.startswith(("aotc_dot_mma8_", "aotc_attention_int8_mma_")) for k in kernels):
         parts.append('#include "aotc_mma8.cuh"')

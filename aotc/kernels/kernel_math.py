@@ -9,7 +9,7 @@ run e4m3 mma in the sm_90 cubin and the PTX, but the sm_80 cubin has no e4m3
 instruction and widens the operands to f16 (exact) for f16 mma.
 
 Values: "int8" and "fp8" (codegen_mma8.py's kernels; "int8" also for the int8 attention kernel), "tf32" (dot_tf32),
-"f16"/"bf16" (dot_mma), and for every other kernel the type it computes in:
+"f16"/"bf16" (dot_mma, attention_mma), and for every other kernel the type it computes in:
 "f32" for any float region (the emitter computes f16/bf16 in f32), else the
 integer or bool type of its output ("i64" for index math).
 """
@@ -33,6 +33,8 @@ def kernel_math(kernel: Kernel) -> str:
         return "tf32"
     if kernel.name.startswith("aotc_dot_mma_"):
         return kernel.region.anchor.inputs[0].dtype.name
+    if kernel.name.startswith("aotc_attention_mma_"):      # f16/bf16 Q·K and P·V on mma.m16n8k16
+        return kernel.region.payload.match.qk.inputs[0].dtype.name
     values = [v for n in kernel.region.nodes for v in list(n.inputs) + list(n.outputs)] + list(kernel.params)
     if any(v.dtype.is_float for v in values):
         return "f32"

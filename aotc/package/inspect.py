@@ -24,7 +24,8 @@ H200_TC_FLOPS = 790e12           # FLOP/s, bf16/f16 tensor cores
 
 
 def uses_tensor_cores(kernel_name: str) -> bool:
-    return kernel_name.startswith(("aotc_dot_mma_", "aotc_dot_mma8_", "aotc_attention_int8_mma_"))
+    return kernel_name.startswith(("aotc_dot_mma_", "aotc_dot_mma8_", "aotc_attention_int8_mma_",
+                                    "aotc_attention_mma_"))
 
 
 EIGHT_BIT_SPEEDUP = 2            # int8 / fp8 tensor-core peak over f16's (H100/H200: 1979 vs 989 TFLOP/s dense)

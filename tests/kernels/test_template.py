@@ -142,6 +142,7 @@ def _small_graphs():
     from tests.helpers.norms import layer_norm, matmul
     from tests.kernels.test_codegen_attention import attention_graph
     from tests.kernels.test_codegen_attention_int8 import int8_attention_graph
+    from tests.kernels.test_attention_mma import mma_attention_graph
     from tests.kernels.test_codegen_conv import _conv_graph, _inverted_residual
     from tests.kernels.test_codegen_gated import gated_mlp
     from tests.kernels.test_codegen_vector import _graph as vector_graph
@@ -185,6 +186,7 @@ def _small_graphs():
     graphs.append(b.build([b.add("tanh", d), squeeze_excite(b, b.input("y", (2, 6, 6, 32)), 8, rng=rng)]))
     graphs.append(_int8_graph(rng))
     graphs.append(int8_attention_graph(1, 2, 20, 40, 16, 16, zero_points=True)[0])
+    graphs.append(mma_attention_graph(1, 2, 20, 40, 64, 64, "f16", "add"))      # attention_mma.cu
     return graphs
 
 

@@ -1,0 +1,87 @@
+"""f16/bf16 attention regions -> one tensor-core flash-attention kernel (templates/attention_mma.cu).
+
+The SIMT kernel (codegen_attention.py) spends BERT-base fp16's attention on
+FFMAs, one warp per query row; this one runs both products on mma.m16n8k16
+with f32 accumulation, FlashAttention-2 style: 64 query rows a block, 16 a
+warp, K/V tiles of `key_tile` keys in swizzled shared memory. The region's
+pieces are the SIMT kernel's: the same Q/K/V loads (its prologue, per
+element as they are staged), the same score chain per (query, key) with the
+Q·K sum as an override, the same online-softmax arithmetic in f32, and the
+same epilogue per output element. Only P differs: it is rounded to the
+region's dtype to feed the second mma, as the graph's own f16/bf16 softmax
+output is. Head dims of 64 and 128 (BERT, GPT-2, LLaMA) take this kernel;
+`mma_attention_fits` says which regions do, the rest keep the SIMT kernel.
+Every operand is staged per element: BERT's Q, K and V are the QKV GEMM's
+output plus its bias (the region's prologue), no plain view that cp.async
+could copy; a cp.async path for plain aligned views (mma_views.py's test)
+is left for a model that has them.
+"""
+from __future__ import annotations
+
+from aotc.ir import dims as D
+from aotc.ir import dtypes
+from aotc.kernels.builder import MAX_GRID, Kernel, KernelBuilder
+from aotc.kernels.codegen_attention import operand_loads
+
+HEAD_DIMS = (64, 128)       # 16-byte chunks a row: 8 or 16, so the XOR swizzle (chunk ^ row % 8) stays in the row
+ROWS = 64                   # query rows a block (4 warps x 16)
+_ELT = {dtypes.f16: ("f16", "__half", "__float2half"), dtypes.bf16: ("bf16", "__nv_bfloat16", "__float2bfloat16")}
+
+
+def mma_attention_fits(match) -> bool:
+    """This kernel runs the (float) AttentionMatch: f16 or bf16 Q, K, P and V, head dims in HEAD_DIMS."""
+    qk, pv = match.qk, match.pv
+    operands = (qk.inputs[0], qk.inputs[1], pv.inputs[0], pv.inputs[1])
+    dtype = operands[0].dtype
+    return (not match.quantized and dtype in _ELT and all(v.dtype == dtype for v in operands)
+            and match.dh in HEAD_DIMS and match.dv in HEAD_DIMS)
+
+
+def key_tile(dh: int, dv: int) -> int:
+    """Keys a K/V tile: 32 for 64-wide heads (S in 16 registers a lane; 64 keys took 166 registers against
+    127 on sm_80/sm_90: 3 blocks an SM instead of 4); 16 for 128-wide ones, whose O takes 64 registers: with
+    a mask, 32 keys took 227 unforced and spilled 16 bytes at 168, 16 keys fit 168 (3 blocks) unspilled,
+    main-loop HMMA share 7.0% against 7.1% unforced."""
+    return 32 if max(dh, dv) <= 64 else 16
+
+
+def min_blocks(dh: int, dv: int) -> int:
+    """Blocks an SM the registers must allow (__launch_bounds__): 4 (25% occupancy) for 64-wide heads, which
+    fit 128 registers unforced (96 on sm_90 for BERT-base); 3 (18.75%) for 128-wide ones (key_tile); 4 spills."""
+    return 4 if max(dh, dv) <= 64 else 3
+
+
+def _inside(var: str, extent, tile: int) -> str:
+    """The test that `var` (a row or key of a tile) lies below `extent`; "true" where a static extent is a
+    whole number of tiles (BERT's 128 keys: the guards were 30 branches and kept the 16 mask loads of a
+    tile from merging into 8)."""
+    return "true" if D.is_static(extent) and extent % tile == 0 else f"{var} < {extent}"
+
+
+def _q_fragment(dh: int) -> str:
+    """Code reading qf[4], the A fragment of the warp's Q rows at dims 16c .. 16c + 15, from the staged tile
+    (one ldmatrix a k step). Held in registers across the key loop instead, Q's 16 (dh 64) registers took
+    BERT-base's kernel from 128 to 168 once the bound tests were gone (4 -> 3 blocks an SM)."""
+    return (f"        aotc_ldmatrix_x4(qf, Qs + (r0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * {dh} + "
+            f"(((2 * c + (lane >> 4)) ^ (lane & 7)) << 3));")
+
+
+def generate_attention_mma(b: KernelBuilder) -> Kernel:
+    m = b.region.payload.match
+    qk, pv = m.qk, m.pv
+    out = pv.outputs[0]
+    elt, ctype, to_elt = _ELT[qk.inputs[0].dtype]
+    em_b, batch_idx, nbatch, (load_q, load_k, load_v) = operand_loads(b, (8, 10, 10))
+    em_s = b.emitter(indent=12, overrides={qk.outputs[0]: "qk"})
+    em_s.emit(f"s = {em_s.value(m.scores, list(batch_idx) + ['i', 'j'])};")
+    em_e = b.emitter(indent=8, overrides={out: "accv"})
+    b.store_root(em_e, b.root_index(em_e, list(batch_idx) + ["i", "d"]))
+    bn = key_tile(m.dh, m.dv)
+    staged = 2 * (ROWS * m.dh + bn * m.dh + bn * m.dv)          # Q, K and V tiles of b16
+    slots = dict(batch_index=em_b.text(), load_q=load_q, load_k=load_k, load_v=load_v, score=em_s.text(),
+                 epilogue=em_e.text(), nbatch=nbatch, sq=m.sq, sk=m.sk, dh=m.dh, dv=m.dv, bn=bn, elt=elt,
+                 ctype=ctype, to_elt=to_elt, q_frag=_q_fragment(m.dh), row_in=_inside("i", m.sq, ROWS),
+                 key_in=_inside("j", m.sk, bn), min_blocks=min_blocks(m.dh, m.dv),
+                 smem_bytes=max(staged, ROWS * (m.dv + 8) * 4))
+    tiles = nbatch * D.ceildiv(m.sq, ROWS)
+    return b.finish("attention_mma", slots, (D.dmax(1, D.dmin(tiles, MAX_GRID)), 1, 1), (128, 1, 1))
