@@ -54,7 +54,11 @@ def test_quantized_model_runs_int8_and_matches_onnxruntime(builder, symmetric, t
         assert [k for k in info["kernels"] if k.get("math") == "int8"] == int8
 
     want = interpret(result.graph_optimized, feeds)
-    assert quantized_mismatch(got, want) == (0.0, 0), seed                       # kernels == interpreter
+    frac, worst = quantized_mismatch(got, want)                                 # kernels == interpreter,
+    if builder == "cnn":                                                        # but for the attention's
+        assert (frac, worst) == (0.0, 0), seed                                  # expf: a probability within
+    else:                                                                       # an ulp of a rounding tie
+        assert frac <= 1 / 200 and worst <= 2, (seed, frac, worst)              # moves a row by a quantum
     ref = ort_run(qdq, feeds)
     frac, worst = quantized_mismatch(got, ref)
     assert frac <= 0.01 and worst <= 4, (seed, frac, worst)
