@@ -1,7 +1,7 @@
 """Predicted H200 time of a launch: a stated roofline model fed by the profile's measurements.
 
     memory time  = modelled bytes / (4.3 TB/s x measured global efficiency)
-    compute time = modelled FLOPs / (peak x issue efficiency)
+    compute time = modelled FLOPs / (peak x issue efficiency x SM fill)
     predicted    = max(memory time, compute time) + launch overhead
 
 Global efficiency is the profile's bytes used / (sectors x 32) over the
@@ -15,12 +15,22 @@ FMUL, FMNMX and their half2/f64 forms: a pooling window's max, a reduction's
 sum) count half an FFMA each, since the peak counts an FFMA as two flops;
 without them a max-pool, which has no FFMA at all, was charged at the 1%
 floor (ResNet-50's at batch 32: 183 us where its bytes take 15). The launch overhead is what one kernel node of a
-CUDA graph costs on Hopper-class parts. No occupancy or tail-wave term: the
-model is the floor the kernel's own access pattern and code allow.
+CUDA graph costs on Hopper-class parts.
+
+SM fill: the math units are per SM, and a block runs on one SM, so a grid of
+B blocks on S SMs keeps them busy B / (S x ceil(B / S)) of the time (24 blocks
+use 24 of 132 SMs: 18%; 200 blocks run as a full round and a 68-block tail:
+76%). Memory has no such term: how few SMs saturate HBM depends on the bytes
+each keeps in flight, which only a GPU can calibrate. Occupancy (blocks per
+SM) has none either: the model is the floor the kernel's own access
+pattern, code and grid allow.
 """
 from __future__ import annotations
 
+import math
+
 from aotc.package.inspect import H200_BANDWIDTH, H200_FP32_FLOPS, H200_TC_FLOPS, uses_tensor_cores
+from aotc.profile.occupancy import SM_LIMITS
 
 LAUNCH_OVERHEAD_S = 1.0e-6
 # An HMMA.16816 keeps the tensor pipe busy for several issue slots, so one in
@@ -45,9 +55,16 @@ def issue_efficiency(kernel: str, sass_mix: dict | None) -> float:
     return max(min(1.0, share / MATH_SHARE_FOR_PEAK[unit]), 0.01)
 
 
+def sm_fill(grid, sms: int = SM_LIMITS["sm_90"].sms) -> float:
+    """The share of SM time a grid's blocks keep busy: B / (S x ceil(B / S)); 1 when the grid is unknown."""
+    blocks = math.prod(grid) if grid else 0
+    return blocks / (sms * math.ceil(blocks / sms)) if blocks else 1.0
+
+
 def predicted_s(kernel: str, nbytes: int, flops: int, counts: dict | None, sass_mix: dict | None) -> float:
-    """Seconds one launch of `kernel` takes on an H200 under the model above."""
+    """Seconds one launch of `kernel` takes on an H200 under the model above (the grid from `counts`)."""
     peak = H200_TC_FLOPS if uses_tensor_cores(kernel) else H200_FP32_FLOPS
     memory = nbytes / (H200_BANDWIDTH * max(global_efficiency(counts), 1e-3))
-    compute = flops / (peak * issue_efficiency(kernel, sass_mix))
+    fill = sm_fill((counts or {}).get("grid"))
+    compute = flops / (peak * issue_efficiency(kernel, sass_mix) * fill)
     return max(memory, compute) + LAUNCH_OVERHEAD_S

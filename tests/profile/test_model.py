@@ -39,3 +39,20 @@ def test_one_flop_instructions_count_half_an_ffma():
     assert model.issue_efficiency("aotc_dot_1", mixed) == pytest.approx(0.6)
     old = {"loop_instructions": 100, "tensor_share": 0.0, "ffma_share": 0.3}      # a mix without the field
     assert model.issue_efficiency("aotc_dot_1", old) == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("grid,fill", [((24, 1, 1), 24 / 132), ((132, 1, 1), 1.0), ((200, 1, 1), 200 / 264),
+                                       ((6, 4, 11), 1.0), ((1, 1, 1), 1 / 132), (None, 1.0)])
+def test_sm_fill_is_the_share_of_sm_time_the_grid_keeps_busy(grid, fill):
+    assert model.sm_fill(grid) == pytest.approx(fill)
+
+
+def test_a_grid_short_of_the_sms_pays_in_compute_not_in_memory():
+    """24 blocks of a compute-bound GEMM use 24 of 132 SMs' tensor cores; a memory-bound launch is unchanged."""
+    mix = {"loop_instructions": 100, "tensor_share": 0.25, "ffma_share": 0.0}
+    full = dict(counts(128, 4), grid=[132, 1, 1])
+    short = dict(counts(128, 4), grid=[24, 1, 1])
+    t_full = model.predicted_s("aotc_dot_mma_3", 1000, 790e9, full, mix) - model.LAUNCH_OVERHEAD_S
+    t_short = model.predicted_s("aotc_dot_mma_3", 1000, 790e9, short, mix) - model.LAUNCH_OVERHEAD_S
+    assert t_full == pytest.approx(1e-3) and t_short == pytest.approx(1e-3 * 132 / 24)
+    assert model.predicted_s("aotc_ew_1", 4.3e9, 0, short, None) == pytest.approx(1e-3 + model.LAUNCH_OVERHEAD_S)
