@@ -10,7 +10,7 @@ less than half the H200's SMs, and the split-K launches with their partials.
     python -m bench.fusion_report [model ...]
 
 With --exported, prints per architecture (GPT-2, BERT, ViT, LLaMA, T5, Qwen3, BLOOM,
-CodeGen, Gemma2 at their real sizes; the last four have no builder) the builder's
+CodeGen, Gemma2, Phi at their real sizes; the last five have no builder) the builder's
 graph beside the graphs exporters write for the same
 `transformers` config (aotc/bench/models/exported.py: TorchScript and dynamo
 torch.onnx.export, ORT's transformer optimizer): kernels launched, per layer,
@@ -146,7 +146,7 @@ def _builders(size: str) -> dict:
                                heads=ll["num_attention_heads"], kv_heads=ll["num_key_value_heads"],
                                ffn=ll["intermediate_size"], layers=ll["num_hidden_layers"]),
         "t5": lambda: None,            # the zoo builder is one T5 layer, not an encoder stack
-        **{arch: (lambda: None) for arch in ("qwen3", "bloom", "codegen", "gemma2")},   # exporter forms only
+        **{arch: (lambda: None) for arch in ("qwen3", "bloom", "codegen", "gemma2", "phi")},   # exporter forms only
     }
 
 

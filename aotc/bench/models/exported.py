@@ -105,8 +105,8 @@ ARCHS = {
         "real": (dict(n_layer=4, n_embd=1024, n_head=16, rotary_dim=32, vocab_size=8192, n_positions=2048,
                       n_ctx=2048, bos_token_id=0, eos_token_id=0), dict(batch=1, seq=128)),
     },
-    # Phi: partial RoPE, attention and MLP in parallel off one LayerNorm, so merge-dots puts fc1 beside
-    # Q/K/V in one GEMM whose columns the gelu reads as a strided view
+    # Phi: partial RoPE, attention and MLP in parallel off one LayerNorm: fc1 shares Q/K/V's input, but
+    # merge-dots keeps it apart, its gelu its own GEMM's epilogue
     "phi": {
         "small": (dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
                        vocab_size=96, max_position_embeddings=64), dict(batch=2, seq=16)),
