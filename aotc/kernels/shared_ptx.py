@@ -1,0 +1,198 @@
+"""One NVVM run for all of a module's GPU archs: PTX from NVRTC in parallel pieces, ptxas per arch.
+
+Most of NVRTC's time is its NVVM optimizer (ResNet-50's module: 4.4 of 5.7 CPU s per arch), and a
+cubin per arch runs it once per arch over the same source. Where that source compiles to the same
+PTX for every arch (`arch_dependence` finds nothing that branches on the arch), the work is done once:
+
+- the kernels are split into pieces (`split_kernels`), each its own NVRTC program compiled to PTX
+  for the oldest arch: NVVM is single-threaded, and independent pieces keep every core busy;
+- the pieces' PTX becomes one module (`merge_ptx`): one header, what several pieces declare
+  (a shared variable of a common helper, a math table) once;
+- ptxas of NVRTC's own CUDA release (the nvidia-cuda-nvcc wheel's) assembles that PTX for each
+  cubin arch (`assemble`), and the PTX shipped for compute_XY is the same text with its target
+  renamed (`retarget`): PTX written for sm_80 is valid PTX for every later arch.
+
+ptxas compiles each entry on its own, so every kernel's SASS is what NVRTC's whole-module compile
+gives (checked function by function, tests/kernels/test_shared_ptx.py and bench/compile_breakdown.py
+--check-sass). `find_ptxas` returns None where the wheel is missing or of another release; the
+compile driver then runs NVRTC per arch as before, as it does for an arch-dependent module.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+from aotc.errors import CompileError
+from aotc.kernels.cache import cached_bytes
+
+# What makes NVVM's output differ between sm_80 and sm_90 in aotc's kernels: bf16 and fp8 arithmetic
+# (cuda_bf16.hpp and cuda_fp8.hpp use native instructions from sm_90 / sm_89 on), the DPX intrinsics
+# (__vimax*, __viaddmax*, ...: sm_90 instructions, emulated before), and any __CUDA_ARCH__ test,
+# aotc's own (aotc_mma8.cuh's e4m3 MMA) or a kernel's.
+_ARCH_DEPENDENT = re.compile(r"__CUDA_ARCH|bfloat16|bf16|fp8|f8e\d|e4m3|e5m2|e8m0|__vi(?:max|min|add|sub)|"
+                             r"__vibmax|__vibmin|aotc_mma8\.cuh")
+_HEADER = re.compile(r"^\s*\.(version|target|address_size)\b")
+_FUNC_NAME = re.compile(r"\.(?:entry|func)\s+(?:\([^)]*\)\s*)?([A-Za-z_$%][\w$.]*)")
+_VAR_NAME = re.compile(r"([A-Za-z_$%][\w$.]*)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?;\s*$")
+
+
+class MergeConflict(CompileError):
+    """Two pieces define one PTX symbol differently (the module is then compiled whole)."""
+
+
+def arch_dependence(kernels) -> str:
+    """'' where the kernels' PTX is the same for every arch, else the first thing that makes it differ."""
+    for k in kernels:
+        m = _ARCH_DEPENDENT.search(k.source)
+        if m:
+            return f"{k.name} uses {m.group(0)}"
+    return ""
+
+
+def split_kernels(kernels, pieces: int) -> list[list]:
+    """Distinct kernels in at most `pieces` groups of about equal source length (largest first into
+    the lightest group); each group keeps the kernels' order, so a group's source is stable."""
+    distinct = list({k.name: k for k in kernels}.values())
+    groups: list[list] = [[] for _ in range(max(1, min(pieces, len(distinct))))]
+    sizes = [0] * len(groups)
+    order = {k.name: i for i, k in enumerate(distinct)}
+    for k in sorted(distinct, key=lambda k: -len(k.source)):
+        g = sizes.index(min(sizes))
+        groups[g].append(k)
+        sizes[g] += len(k.source)
+    return [sorted(g, key=lambda k: order[k.name]) for g in groups if g]
+
+
+def _items(ptx: str):
+    """(header lines, top-level items) of one PTX module: an item is a declaration up to its `;`
+    or a function with its braced body; comments and blank lines between items are dropped."""
+    header, items, buf, depth = [], [], [], 0
+    for line in ptx.splitlines():
+        code = line.split("//", 1)[0]
+        if depth == 0 and not buf:
+            if not code.strip():
+                continue
+            if _HEADER.match(code):
+                header.append(code.strip())
+                continue
+        buf.append(line)
+        depth += code.count("{") - code.count("}")
+        if depth < 0:
+            raise CompileError("PTX merge: unbalanced braces in NVRTC's output")
+        if depth == 0 and (code.rstrip().endswith(";") or code.rstrip().endswith("}")):
+            items.append("\n".join(buf))
+            buf = []
+    if buf or depth:
+        raise CompileError("PTX merge: NVRTC's output ends inside a declaration")
+    return header, items
+
+
+def _defines(item: str) -> str | None:
+    """The symbol an item defines (a function with a body, a variable that is not .extern), or None."""
+    head = item.split("{", 1)[0] if (".entry" in item or ".func" in item) else item
+    if re.search(r"\.(entry|func)\b", head):
+        m = _FUNC_NAME.search(head)
+        return m.group(1) if m and "{" in item else None
+    if re.search(r"^\s*\.extern\b", item):
+        return None
+    m = _VAR_NAME.search(item.split("//", 1)[0])
+    return m.group(1) if m else None
+
+
+def merge_ptx(texts: list[str]) -> str:
+    """One PTX module holding every piece's functions and declarations; what several pieces declare
+    identically appears once. Different definitions of one name raise MergeConflict."""
+    header, out, seen, defined = None, [], set(), {}
+    for text in texts:
+        h, items = _items(text)
+        if header is None:
+            header = h
+        elif h != header:
+            raise MergeConflict(f"PTX merge: pieces differ in their header ({header} vs {h})")
+        for item in items:
+            if item in seen:
+                continue
+            name = _defines(item)
+            if name is not None and defined.setdefault(name, item) is not item:
+                raise MergeConflict(f"PTX merge: {name} is defined differently by two pieces")
+            seen.add(item)
+            out.append(item)
+    return "\n".join((header or []) + [""] + out) + "\n"
+
+
+def retarget(ptx: str, sm_arch: str) -> str:
+    """`ptx` with its `.target` naming `sm_arch` (PTX for an older arch is valid for a newer one)."""
+    text, n = re.subn(r"^\.target\s+sm_\d+[af]?", f".target {sm_arch}", ptx, count=1, flags=re.M)
+    if n != 1:
+        raise CompileError("PTX has no .target line to retarget")
+    return text
+
+
+@functools.lru_cache(maxsize=None)
+def _ptxas_release(path: str) -> str:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    m = re.search(r"\bV(\d+\.\d+\.\d+)", out)
+    return m.group(1) if m else ""
+
+
+def _nvrtc_release() -> str:
+    from importlib import metadata
+    try:
+        return metadata.version("nvidia-cuda-nvrtc")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def find_ptxas() -> str | None:
+    """ptxas of NVRTC's exact release (so its SASS is NVRTC's), or None. $AOTC_PTXAS names one;
+    `AOTC_PTXAS=none` turns the shared-PTX build off."""
+    env = os.environ.get("AOTC_PTXAS")
+    if env == "none":
+        return None
+    candidates = [env] if env else []
+    try:
+        import nvidia.cu13
+        candidates += [str(Path(base) / "bin" / "ptxas") for base in nvidia.cu13.__path__]
+    except ImportError:
+        pass
+    want = _nvrtc_release()
+    for path in candidates:
+        if path and os.access(path, os.X_OK) and want and _ptxas_release(path) == want:
+            return path
+    return None
+
+
+def _run_ptxas(ptxas: str, ptx: str, sm_arch: str) -> tuple[bytes, float]:
+    """(cubin, the child's CPU seconds) of one ptxas run; its log goes into the CompileError."""
+    with tempfile.TemporaryDirectory(prefix="aotc-ptxas-") as tmp:
+        src, out = Path(tmp) / "module.ptx", Path(tmp) / "module.cubin"
+        src.write_text(ptx)
+        proc = subprocess.Popen([ptxas, f"-arch={sm_arch}", str(src), "-o", str(out)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        log = proc.stdout.read().decode(errors="replace")
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            first = next((l for l in log.splitlines() if "error" in l.lower()), log.strip()[:200] or "no log")
+            raise CompileError(f"ptxas for {sm_arch} failed: {first.strip()}", log=log)
+        return out.read_bytes(), usage.ru_utime + usage.ru_stime
+
+
+def assemble(ptx: str, sm_arch: str, ptxas: str) -> tuple[bytes, float]:
+    """(cubin of `ptx` for `sm_arch`, ptxas's CPU seconds: 0 on a cache hit), cached by content."""
+    if not re.fullmatch(r"sm_\d+[af]?", sm_arch):
+        raise CompileError(f"bad cubin arch {sm_arch!r}: expected sm_XY")
+    spent = [0.0]
+
+    def run() -> bytes:
+        cubin, spent[0] = _run_ptxas(ptxas, ptx, sm_arch)
+        return cubin
+    cubin = cached_bytes("ptxas", [ptx, sm_arch, f"ptxas={_ptxas_release(ptxas)}"], run)
+    return cubin, spent[0]
