@@ -239,7 +239,7 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
                       "arena_lower_bound": memory.lower_bound,
                       "nodes_imported": len(imported.nodes), "nodes_optimized": len(optimized.nodes),
                       "source_lines": source.count("\n"), "kernel_resources": resources,
-                      "fast_compile": fast_compile, "split_k": split_k,
+                      "fast_compile": fast_compile, "split_k": split_k, "device_build": builds.device_build,
                       **({"shapes": symbolic_shapes(optimized)} if optimized.dims else {}),
                       **({"debug_outputs": [d.as_dict() for d in debug]} if debug is not None else {}),
                       **sanitize_fields(source, built), **kernel_math_fields(built, cubin_archs)})
@@ -324,6 +324,7 @@ class BinaryBuilds:
         twin = "sm_" + ptx_arch[len("compute_"):] if ptx_arch.startswith("compute_") else None
         self.twin = twin if twin in self.cubin_archs else None
         self.child_cpu = 0.0        # CPU seconds of compiler child processes (shared_ptx's ptxas runs)
+        self.device_build = ""      # how the device code was built, and why (the manifest's "device_build")
 
     def __enter__(self):
         from concurrent.futures import ThreadPoolExecutor
@@ -360,12 +361,14 @@ class BinaryBuilds:
         from aotc.kernels import shared_ptx
         plain = all(re.fullmatch(r"sm_\d+", a) for a in self.cubin_archs) and \
             (not self.ptx_arch or re.fullmatch(r"compute_\d+", self.ptx_arch))
-        if self.fast_compile or not self.kernels or not self.cubin_archs or not plain \
-                or shared_ptx.arch_dependence(self.kernels):
+        why = ("fast compile" if self.fast_compile else "no cubin arch" if not (self.kernels and self.cubin_archs)
+               else "an arch-specific target" if not plain else shared_ptx.arch_dependence(self.kernels))
+        if not why and shared_ptx.find_ptxas() is None:
+            why = "no ptxas of NVRTC's release (nvidia-cuda-nvcc)"
+        self.device_build = f"NVRTC per arch: {why}" if why else "one NVVM run, ptxas per arch"
+        if why:
             return None
         ptxas = shared_ptx.find_ptxas()
-        if ptxas is None:
-            return None
         from aotc.kernels.codegen import module_source
         from aotc.kernels.nvrtc_compile import compile_device
         numbers = [int(a[3:]) for a in self.cubin_archs] + ([int(self.ptx_arch[8:])] if self.ptx_arch else [])
@@ -380,6 +383,7 @@ class BinaryBuilds:
             except shared_ptx.MergeConflict:            # pieces that do not merge: the whole module per arch
                 with ThreadPoolExecutor(max_workers=len(self.targets)) as runs:
                     built = dict(zip(self.targets, runs.map(lambda t: compile_device(self.source, t), self.targets)))
+                self.device_build = "NVRTC per arch: the pieces' PTX did not merge"
                 return {a: built[a] for a in self.cubin_archs}, built.get(self.ptx_arch, b""), 0.0
             with ThreadPoolExecutor(max_workers=len(self.cubin_archs)) as runs:   # ptxas: child processes
                 done = dict(zip(self.cubin_archs, runs.map(

@@ -53,17 +53,45 @@ def arch_dependence(kernels) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=None)
+def static_shared_helpers() -> frozenset[str]:
+    """aotc's header functions that declare a static __shared__ variable (aotc_split_last's flag)."""
+    from aotc.kernels.nvrtc_compile import TEMPLATES_DIR
+    found, current = set(), None
+    for path in sorted(TEMPLATES_DIR.glob("*.cuh")):
+        for line in path.read_text().splitlines():
+            m = re.match(r"^\s*(?:template\s*<[^>]*>\s*)?[\w\s:<>,*&]*\b(?:inline|__device__)\b[\w\s:<>,*&]*?"
+                         r"\b(\w+)\s*\(", line)
+            if m:
+                current = m.group(1)
+            elif current and "__shared__" in line and "extern" not in line:
+                found.add(current)
+    return frozenset(found)
+
+
+def _shares_module_state(kernel) -> bool:
+    """Whether NVVM's code for `kernel` depends on which other kernels share its translation unit:
+    a static __shared__ of a helper is demoted into its kernel only when one kernel uses it, and
+    f64 math's slow paths (sin, cos, pow) are functions inlined only into a single caller."""
+    helpers = static_shared_helpers()
+    return bool(re.search(r"\bdouble\b", kernel.source)) or any(h + "(" in kernel.source for h in helpers)
+
+
 def split_kernels(kernels, pieces: int) -> list[list]:
     """Distinct kernels in at most `pieces` groups of about equal source length (largest first into
-    the lightest group); each group keeps the kernels' order, so a group's source is stable."""
+    the lightest group); each group keeps the kernels' order, so a group's source is stable. Kernels
+    that share module state (_shares_module_state) stay in one group: NVVM then sees the same users
+    of each shared variable and helper function as in the whole module."""
     distinct = list({k.name: k for k in kernels}.values())
-    groups: list[list] = [[] for _ in range(max(1, min(pieces, len(distinct))))]
+    together = [k for k in distinct if _shares_module_state(k)]
+    units = ([together] if together else []) + [[k] for k in distinct if k not in together]
+    groups: list[list] = [[] for _ in range(max(1, min(pieces, len(units))))]
     sizes = [0] * len(groups)
     order = {k.name: i for i, k in enumerate(distinct)}
-    for k in sorted(distinct, key=lambda k: -len(k.source)):
+    for unit in sorted(units, key=lambda u: -sum(len(k.source) for k in u)):
         g = sizes.index(min(sizes))
-        groups[g].append(k)
-        sizes[g] += len(k.source)
+        groups[g] += unit
+        sizes[g] += sum(len(k.source) for k in unit)
     return [sorted(g, key=lambda k: order[k.name]) for g in groups if g]
 
 

@@ -73,6 +73,17 @@ def test_split_balances_source_and_keeps_order():
     assert len(S.split_kernels(ks[:1], 4)) == 1 and S.split_kernels([], 2) == []
 
 
+def test_split_keeps_kernels_that_share_module_state_together():
+    """Split-K kernels share aotc_split_last's __shared__ flag and f64 math shares its slow-path
+    functions: NVVM's code for them depends on how many kernels use them, so they stay in one piece."""
+    assert "aotc_split_last" in S.static_shared_helpers()
+    ks = [_K("a", "x" * 90), _K("b", "if (aotc_split_last(c, 4)) {}"), _K("c", "y" * 80),
+          _K("d", "double v = sin(x);"), _K("e", "z" * 70), _K("f", "aotc_split_last(c, 2);")]
+    groups = S.split_kernels(ks, 4)
+    assert len(groups) == 4
+    assert [[k.name for k in g] for g in groups if "b" in [k.name for k in g]] == [["b", "d", "f"]]
+
+
 def test_arch_dependence_names_the_kernel_and_the_reason():
     assert S.arch_dependence([_K("a", "float x = y * 2.0f;"), _K("b", "__half h;")]) == ""
     assert S.arch_dependence([_K("a", "float x;"), _K("b", "__nv_bfloat16 v;")]) == "b uses bfloat16"
@@ -112,19 +123,6 @@ def test_ptxas_error_is_a_compile_error():
     assert "not_an_instruction" in info.value.log
 
 
-def _sass(cubin: bytes) -> dict[str, list[tuple[str, str]]]:
-    """Each kernel's instructions, its labels renamed in order of first use and ptxas's own subroutines
-    ($__internal_N_$__cuda_sm70_shflsync_bfly_p) unnumbered: names differ between builds, code does not."""
-    from aotc.profile.sass import disassemble, parse
-    out = {}
-    for name, k in parse(disassemble(cubin)).items():
-        names: dict[str, str] = {}
-        out[name] = [(op, re.sub(r"\.L\w+", lambda m: names.setdefault(m.group(0), f"L{len(names)}"),
-                              re.sub(r"\$__internal_\d+_", "$__internal_", args)))
-                     for _, op, args in k.instructions]
-    return out
-
-
 @pytest.fixture(scope="module")
 def cnn_kernels():
     from aotc.bench.models.small import cnn, transformer_block
@@ -139,7 +137,8 @@ def cnn_kernels():
 def test_each_kernel_keeps_the_sass_of_the_whole_module_compile(cnn_kernels):
     """Pieces compiled apart, merged and assembled: every kernel's SASS, registers and shared memory
     equal those of NVRTC's whole-module compile, on sm_80 and sm_90."""
-    pytest.importorskip("nvidia.cu13")
+    from bench.compile_breakdown import kernel_sass
+
     from aotc.kernels.codegen import module_source
     from aotc.kernels.nvrtc_compile import compile_device
     from aotc.kernels.resources import check_kernels
@@ -154,7 +153,7 @@ def test_each_kernel_keeps_the_sass_of_the_whole_module_compile(cnn_kernels):
     for arch in ("sm_80", "sm_90"):
         cubin, _ = S.assemble(S.retarget(merged, arch), arch, S.find_ptxas())
         reference = compile_device(whole, arch)
-        assert _sass(cubin) == _sass(reference)
+        assert kernel_sass(cubin) == kernel_sass(reference)
         assert {n: u.as_dict() for n, u in check_kernels(cnn_kernels, arch, cubin).items()} == \
                {n: u.as_dict() for n, u in check_kernels(cnn_kernels, arch, reference).items()}
     # the PTX shipped for compute_90 is NVVM's compute_90 PTX, entry for entry
