@@ -69,22 +69,41 @@ def static_shared_helpers() -> frozenset[str]:
     return frozenset(found)
 
 
-def _shares_module_state(kernel) -> bool:
-    """Whether NVVM's code for `kernel` depends on which other kernels share its translation unit:
-    a static __shared__ of a helper is demoted into its kernel only when one kernel uses it, and
-    f64 math's slow paths (sin, cos, pow) are functions inlined only into a single caller."""
+def _units(distinct) -> list[list]:
+    """The kernels in units a piece takes whole, so that NVVM sees each kernel's module-level company
+    as in the whole module. A helper's static __shared__ (aotc_split_last's flag) is demoted into its
+    kernel when exactly one kernel of the translation unit uses it: its users go in pairs (a triple
+    for an odd count), never one alone unless it is the only one. f64 math's slow paths (sin, cos,
+    pow) are functions inlined only into a single caller: f64 kernels form one unit."""
     helpers = static_shared_helpers()
-    return bool(re.search(r"\bdouble\b", kernel.source)) or any(h + "(" in kernel.source for h in helpers)
+    f64 = [k for k in distinct if re.search(r"\bdouble\b", k.source)]
+    users: dict[frozenset, list] = {}
+    for k in distinct:
+        used = frozenset(h for h in helpers if h + "(" in k.source)
+        if used and k not in f64:
+            users.setdefault(used, []).append(k)
+    if any(h + "(" in k.source for k in f64 for h in helpers):     # an f64 user: every user with it
+        f64 += [k for ks in users.values() for k in ks]
+        users = {}
+    units = [f64] if f64 else []
+    if len(users) > 1:                   # users of different helper sets: all together (no such kernels yet)
+        units.append([k for ks in users.values() for k in ks])
+    for ks in users.values() if len(users) == 1 else ():
+        pairs = [ks[i:i + 2] for i in range(0, len(ks), 2)]
+        if len(pairs) > 1 and len(pairs[-1]) == 1:
+            odd = pairs.pop()
+            pairs[-1] += odd
+        units += pairs
+    placed = {k.name for u in units for k in u}
+    return units + [[k] for k in distinct if k.name not in placed]
 
 
 def split_kernels(kernels, pieces: int) -> list[list]:
-    """Distinct kernels in at most `pieces` groups of about equal source length (largest first into
-    the lightest group); each group keeps the kernels' order, so a group's source is stable. Kernels
-    that share module state (_shares_module_state) stay in one group: NVVM then sees the same users
-    of each shared variable and helper function as in the whole module."""
+    """Distinct kernels in at most `pieces` groups of about equal source length (largest unit first
+    into the lightest group); each group keeps the kernels' order, so a group's source is stable.
+    Units (_units) keep kernels whose code depends on their company in the translation unit together."""
     distinct = list({k.name: k for k in kernels}.values())
-    together = [k for k in distinct if _shares_module_state(k)]
-    units = ([together] if together else []) + [[k] for k in distinct if k not in together]
+    units = _units(distinct)
     groups: list[list] = [[] for _ in range(max(1, min(pieces, len(units))))]
     sizes = [0] * len(groups)
     order = {k.name: i for i, k in enumerate(distinct)}

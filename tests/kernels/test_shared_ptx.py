@@ -73,15 +73,21 @@ def test_split_balances_source_and_keeps_order():
     assert len(S.split_kernels(ks[:1], 4)) == 1 and S.split_kernels([], 2) == []
 
 
-def test_split_keeps_kernels_that_share_module_state_together():
-    """Split-K kernels share aotc_split_last's __shared__ flag and f64 math shares its slow-path
-    functions: NVVM's code for them depends on how many kernels use them, so they stay in one piece."""
+def test_split_never_leaves_one_user_of_a_static_shared_helper_alone():
+    """Split-K kernels share aotc_split_last's __shared__ flag, which NVVM demotes into a kernel only when
+    that kernel is its one user in the translation unit: users go in pairs (a triple for an odd count).
+    f64 math's slow-path functions are inlined only into a single caller: f64 kernels stay together."""
     assert "aotc_split_last" in S.static_shared_helpers()
-    ks = [_K("a", "x" * 90), _K("b", "if (aotc_split_last(c, 4)) {}"), _K("c", "y" * 80),
-          _K("d", "double v = sin(x);"), _K("e", "z" * 70), _K("f", "aotc_split_last(c, 2);")]
-    groups = S.split_kernels(ks, 4)
-    assert len(groups) == 4
-    assert [[k.name for k in g] for g in groups if "b" in [k.name for k in g]] == [["b", "d", "f"]]
+    split = [_K(f"s{i}", "if (aotc_split_last(c, 4)) {}" + "x" * 10 * i) for i in range(5)]
+    ks = split + [_K("a", "y" * 90), _K("d", "double v = sin(x);"), _K("e", "double w = cos(x);" + "z" * 70)]
+    groups = S.split_kernels(ks, 8)
+    users = [sum(k.name.startswith("s") for k in g) for g in groups]
+    assert sorted(users) == [0, 0, 2, 3] and len(groups) == 4
+    assert [sorted(k.name for k in g) for g in groups if any(k.name == "d" for k in g)] == [["d", "e"]]
+    lone = S.split_kernels([_K("s", "aotc_split_last(c, 2);"), _K("a", "x" * 50)], 2)
+    assert len(lone) == 2                                          # the only user: alone as in the module
+    mixed = S.split_kernels(split[:3] + [_K("f", "double v; aotc_split_last(c, 2);")], 4)
+    assert len(mixed) == 1                                         # an f64 user: everything with it
 
 
 def test_arch_dependence_names_the_kernel_and_the_reason():
