@@ -32,9 +32,9 @@ from aotc.kernels.cache import cached_bytes
 # What makes NVVM's output differ between sm_80 and sm_90 in aotc's kernels: bf16 and fp8 arithmetic
 # (cuda_bf16.hpp and cuda_fp8.hpp use native instructions from sm_90 / sm_89 on), the DPX intrinsics
 # (__vimax*, __viaddmax*, ...: sm_90 instructions, emulated before), and any __CUDA_ARCH__ test,
-# aotc's own (aotc_mma8.cuh's e4m3 MMA) or a kernel's.
+# a kernel's or that of an aotc header it includes (_arch_headers).
 _ARCH_DEPENDENT = re.compile(r"__CUDA_ARCH|bfloat16|bf16|fp8|f8e\d|e4m3|e5m2|e8m0|__vi(?:max|min|add|sub)|"
-                             r"__vibmax|__vibmin|aotc_mma8\.cuh")
+                             r"__vibmax|__vibmin")
 _HEADER = re.compile(r"^\s*\.(version|target|address_size)\b")
 _FUNC_NAME = re.compile(r"\.(?:entry|func)\s+(?:\([^)]*\)\s*)?([A-Za-z_$%][\w$.]*)")
 _VAR_NAME = re.compile(r"([A-Za-z_$%][\w$.]*)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?;\s*$")
@@ -44,12 +44,23 @@ class MergeConflict(CompileError):
     """Two pieces define one PTX symbol differently (the module is then compiled whole)."""
 
 
+@functools.lru_cache(maxsize=None)
+def _arch_headers() -> frozenset[str]:
+    """aotc's headers that test __CUDA_ARCH__ (aotc_mma8.cuh: the e4m3 MMA from sm_89 on)."""
+    from aotc.kernels.nvrtc_compile import TEMPLATES_DIR
+    return frozenset(p.name for p in TEMPLATES_DIR.glob("*.cuh") if "__CUDA_ARCH__" in p.read_text())
+
+
 def arch_dependence(kernels) -> str:
     """'' where the kernels' PTX is the same for every arch, else the first thing that makes it differ."""
+    from aotc.kernels.codegen import module_source
     for k in kernels:
         m = _ARCH_DEPENDENT.search(k.source)
         if m:
             return f"{k.name} uses {m.group(0)}"
+        headers = set(re.findall(r'#include "([^"]+)"', module_source([k]))) & _arch_headers()
+        if headers:
+            return f"{k.name} includes {min(headers)}"
     return ""
 
 

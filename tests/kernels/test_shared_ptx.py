@@ -58,6 +58,8 @@ def test_retarget():
 
 
 class _K:
+    uses_fp16 = False
+
     def __init__(self, name, source):
         self.name, self.source = name, source
 
@@ -96,6 +98,8 @@ def test_arch_dependence_names_the_kernel_and_the_reason():
     assert "__CUDA_ARCH" in S.arch_dependence([_K("c", "#if __CUDA_ARCH__ >= 900\n#endif")])
     assert S.arch_dependence([_K("d", "aotc_to_f8e4m3fn(x, true)")]).startswith("d uses f8e4")
     assert "__vimax" in S.arch_dependence([_K("e", "int r = __vimax_s32_relu(a, b);")])
+    # an int8 MMA kernel includes aotc_mma8.cuh, whose e4m3 MMA exists from sm_89 on
+    assert S.arch_dependence([_K("aotc_dot_mma8_0", "int acc;")]) == "aotc_dot_mma8_0 includes aotc_mma8.cuh"
 
 
 def _fake_ptxas(tmp_path, release):
