@@ -131,7 +131,8 @@ def shared_fakes(monkeypatch, fakes):
         return f"cubin {arch}".encode(), 0.25
     monkeypatch.setattr(nvrtc_compile, "compile_device", device)
     monkeypatch.setattr(shared_ptx, "assemble", assemble)
-    monkeypatch.setattr(resources, "check_kernels", lambda kernels, arch, cubin=None: {k.name: _Usage() for k in kernels})
+    monkeypatch.setattr(resources, "check_kernels",
+                        lambda kernels, arch, cubin=None: {k.name: _Usage() for k in kernels})
     return calls
 
 

@@ -18,8 +18,9 @@ a single caller), and ptxas compiles each entry on its own; with the kernels tha
 so that each piece sees what the whole module shows (`split_kernels`), every kernel's SASS is that
 of NVRTC's whole-module compile (checked function by function: tests/kernels/test_shared_ptx.py;
 `python -m bench.compile_breakdown MODEL --check-sass`: ResNet-50, MobileNetV2, ViT-B/16, BERT-base
-and GPT-2 small, fp32 and fp16, all equal). `find_ptxas` returns None where the wheel is missing or of another release; the
-compile driver then runs NVRTC per arch as before, as it does for an arch-dependent module.
+and GPT-2 small in fp32, ResNet-50 and GPT-2 small in fp16, all equal). `find_ptxas` returns None
+where the wheel is missing or of another release; the compile driver then runs NVRTC per arch as
+before, as it does for an arch-dependent module.
 """
 from __future__ import annotations
 
