@@ -11,6 +11,7 @@ builds it. The summary's "host_library" says which.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,12 +239,12 @@ def compile_model(model, *, arch=None, host: bool = True, dump_dir=None, disable
                       "arena_lower_bound": memory.lower_bound,
                       "nodes_imported": len(imported.nodes), "nodes_optimized": len(optimized.nodes),
                       "source_lines": source.count("\n"), "kernel_resources": resources,
-                      "fast_compile": fast_compile, "split_k": split_k,
+                      "fast_compile": fast_compile, "split_k": split_k, "device_build": builds.device_build,
                       **({"shapes": symbolic_shapes(optimized)} if optimized.dims else {}),
                       **({"debug_outputs": [d.as_dict() for d in debug]} if debug is not None else {}),
                       **sanitize_fields(source, built), **kernel_math_fields(built, cubin_archs)})
         done("package")
-        cpu["total"] = time.process_time() - cpu_start
+        cpu["total"] = time.process_time() - cpu_start + builds.child_cpu
         return CompileResult(plan, imported, optimized, times, cpu, memory.lower_bound, regions, kernels, report)
 
 
@@ -307,8 +308,11 @@ class BinaryBuilds:
     other and with the caller's own work until `finish` (the launch plan, which copies
     the weights): on 2 cores the targets take the time of the longest pair instead of
     the sum. The PTX comes out of the sm_XY compile of the same number
-    (compile_device_with_ptx), one NVRTC run less. Leaving the `with` block waits for
-    every build, so an error in the caller's work leaves no compiler running.
+    (compile_device_with_ptx), one NVRTC run less. Where the kernels' PTX does not depend
+    on the arch and ptxas of NVRTC's release is installed, NVVM runs once for all archs
+    instead (aotc/kernels/shared_ptx.py): pieces of the module to PTX in parallel, then
+    ptxas per cubin arch; ResNet-50's kernels keep the very SASS. Leaving the `with` block
+    waits for every build, so an error in the caller's work leaves no compiler running.
     """
 
     def __init__(self, kernels, source, names, cubin_archs, ptx_arch, host, host_lib, say, fast_compile=False):
@@ -319,25 +323,74 @@ class BinaryBuilds:
         # the PTX for compute_XY comes out of the sm_XY compile when both are asked for
         twin = "sm_" + ptx_arch[len("compute_"):] if ptx_arch.startswith("compute_") else None
         self.twin = twin if twin in self.cubin_archs else None
+        self.child_cpu = 0.0        # CPU seconds of compiler child processes (shared_ptx's ptxas runs)
+        self.device_build = ""      # how the device code was built, and why (the manifest's "device_build")
 
     def __enter__(self):
         from concurrent.futures import ThreadPoolExecutor
 
-        from aotc.kernels.nvrtc_compile import compile_device, compile_device_with_ptx
-        self.pool = ThreadPoolExecutor(max_workers=max(2, min(len(self.targets) + 1, os.cpu_count() or 2)))
+        # a worker per core (at least 2, at most 8): the shared-PTX build splits the module that many ways
+        self.pool = ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2)))
         self.start, self.cpu_start = time.perf_counter(), time.process_time()
         src, fast, twin = self.source, self.fast_compile, self.twin
         if self.targets:
             self.say(f"compiling {len(self.names)} kernels for {', '.join(self.targets)}")
-        self.both = self.pool.submit(_timed, compile_device_with_ptx, src, twin, fast_compile=fast) if twin else None
-        self.device = {t: self.pool.submit(_timed, compile_device, src, t, fast_compile=fast)
-                       for t in self.targets if not (twin and t in (twin, self.ptx_arch))}
+        self.shared = self._shared_ptx_job()
+        if self.shared is not None:
+            self.both, self.device = None, {}
+        else:
+            self._per_arch_jobs(src, fast, twin)
         self.host_job = None
         if self.host:
             self.say("building the host (cpu device) library")
             from aotc.kernels.host_compile import compile_host
             self.host_job = self.pool.submit(_timed, self.host_lib or compile_host, src, self.names)
         return self
+
+    def _per_arch_jobs(self, src, fast, twin):
+        """One NVRTC compile per arch (the PTX from its twin sm_XY compile)."""
+        from aotc.kernels.nvrtc_compile import compile_device, compile_device_with_ptx
+        self.both = self.pool.submit(_timed, compile_device_with_ptx, src, twin, fast_compile=fast) if twin else None
+        self.device = {t: self.pool.submit(_timed, compile_device, src, t, fast_compile=fast)
+                       for t in self.targets if not (twin and t in (twin, self.ptx_arch))}
+
+    def _shared_ptx_job(self):
+        """The future of (cubins, ptx, ptxas CPU s) built with one NVVM run (shared_ptx), or None where
+        that does not apply: fast compile, no kernels or no cubin arch, an arch-specific target
+        (sm_90a), kernels whose PTX depends on the arch, or no ptxas of NVRTC's release."""
+        from aotc.kernels import shared_ptx
+        plain = all(re.fullmatch(r"sm_\d+", a) for a in self.cubin_archs) and \
+            (not self.ptx_arch or re.fullmatch(r"compute_\d+", self.ptx_arch))
+        why = ("fast compile" if self.fast_compile else "no cubin arch" if not (self.kernels and self.cubin_archs)
+               else "an arch-specific target" if not plain else shared_ptx.arch_dependence(self.kernels))
+        if not why and shared_ptx.find_ptxas() is None:
+            why = "no ptxas of NVRTC's release (nvidia-cuda-nvcc)"
+        self.device_build = f"NVRTC per arch: {why}" if why else "one NVVM run, ptxas per arch"
+        if why:
+            return None
+        ptxas = shared_ptx.find_ptxas()
+        from aotc.kernels.codegen import module_source
+        from aotc.kernels.nvrtc_compile import compile_device
+        numbers = [int(a[3:]) for a in self.cubin_archs] + ([int(self.ptx_arch[8:])] if self.ptx_arch else [])
+        base = f"compute_{min(numbers)}"
+        pieces = shared_ptx.split_kernels(self.kernels, self.pool._max_workers)
+        jobs = [self.pool.submit(compile_device, module_source(p), base) for p in pieces]
+
+        def assemble_all():
+            from concurrent.futures import ThreadPoolExecutor
+            try:
+                ptx = shared_ptx.merge_ptx([j.result().decode() for j in jobs])
+            except shared_ptx.MergeConflict:            # pieces that do not merge: the whole module per arch
+                with ThreadPoolExecutor(max_workers=len(self.targets)) as runs:
+                    built = dict(zip(self.targets, runs.map(lambda t: compile_device(self.source, t), self.targets)))
+                self.device_build = "NVRTC per arch: the pieces' PTX did not merge"
+                return {a: built[a] for a in self.cubin_archs}, built.get(self.ptx_arch, b""), 0.0
+            with ThreadPoolExecutor(max_workers=len(self.cubin_archs)) as runs:   # ptxas: child processes
+                done = dict(zip(self.cubin_archs, runs.map(
+                    lambda a: shared_ptx.assemble(shared_ptx.retarget(ptx, a), a, ptxas), self.cubin_archs)))
+            out_ptx = shared_ptx.retarget(ptx, "sm_" + self.ptx_arch[8:]).encode() if self.ptx_arch else b""
+            return {a: c for a, (c, _) in done.items()}, out_ptx, sum(s for _, s in done.values())
+        return self.pool.submit(_timed, assemble_all)
 
     def finish(self, times: dict, cpu: dict | None = None):
         """(cubins, resources, ptx, host library); times['nvrtc'] is the wall time from the start until
@@ -347,6 +400,8 @@ class BinaryBuilds:
         work beside it (the launch plan), not g++'s (a child process)."""
         from aotc.kernels.resources import check_kernels
         cubins, resources = {}, {}     # resources: arch -> kernel -> registers, static_smem, local_bytes
+        if self.shared is not None:
+            return self._finish_shared(times, cpu)
         for a in self.cubin_archs:
             cubins[a] = self.both.result()[0][0] if a == self.twin else self.device[a].result()[0]
             # Reject here what could not launch there (registers, shared memory, geometry).
@@ -361,6 +416,26 @@ class BinaryBuilds:
             times["nvrtc"] = max(j.result()[2] for j in jobs) - self.start
         if cpu is not None and jobs:
             cpu["during nvrtc"] = max(j.result()[3] for j in jobs) - self.cpu_start
+        lib = b""
+        if self.host_job is not None:
+            lib, times["host"] = self.host_job.result()[:2]
+        return cubins, resources, ptx, lib
+
+    def _finish_shared(self, times: dict, cpu: dict | None):
+        """finish() for the shared-PTX build; ptxas's CPU (child processes) counts in cpu['during nvrtc']
+        and, through child_cpu, in the compile's total, as NVRTC's own ptxas pass did in-process."""
+        from aotc.kernels.resources import check_kernels
+        (cubins, ptx, ptxas_cpu), _, end, cpu_end = self.shared.result()
+        resources = {}
+        for a in self.cubin_archs:
+            usage = check_kernels(self.kernels, a, cubins[a])
+            resources[a] = {n: usage[n].as_dict() for n in self.names}
+        if self.ptx_arch:
+            check_kernels(self.kernels, self.ptx_arch)
+        times["nvrtc"] = end - self.start
+        if cpu is not None:
+            cpu["during nvrtc"] = cpu_end - self.cpu_start + ptxas_cpu
+        self.child_cpu = ptxas_cpu
         lib = b""
         if self.host_job is not None:
             lib, times["host"] = self.host_job.result()[:2]

@@ -11,9 +11,12 @@ aotc/bench/models/real.py (or an .onnx path) it prints:
 - with --per-kernel, each distinct kernel compiled alone for `--target` (CPU
   seconds above an empty module's), the costliest first, and how many classes
   the kernels form when integer constants are ignored: what a compile would
-  cost if kernels differing only in sizes were one.
+  cost if kernels differing only in sizes were one;
+- with --check-sass, whether the build used one NVVM run for all archs
+  (aotc/kernels/shared_ptx.py) and, kernel by kernel, whether its SASS equals
+  that of NVRTC's whole-module compile per arch (AOTC_PTXAS=none).
 
-    python -m bench.compile_breakdown resnet50 [--per-kernel] [--target sm_90]
+    python -m bench.compile_breakdown resnet50 [--per-kernel] [--check-sass] [--target sm_90]
 
 Numbers move with the machine's load; CPU seconds move less than wall seconds.
 """
@@ -78,7 +81,33 @@ def per_kernel_cpu(kernels, target: str) -> list[tuple[float, str]]:
     return sorted(((cpu([k]) - empty, k.name) for k in {k.name: k for k in kernels}.values()), reverse=True)
 
 
-def main(name: str, per_kernel: bool = False, target: str = "sm_90") -> None:
+def kernel_sass(cubin: bytes) -> dict[str, list[tuple[str, str]]]:
+    """Each kernel's SASS as (opcode, operands), its labels renamed in order of first use and ptxas's
+    own subroutines ($__internal_N_$__cuda_sm70_shflsync_bfly_p) unnumbered: two builds name them
+    differently, which is no difference in the code."""
+    from aotc.profile.sass import disassemble, parse
+    out = {}
+    for name, k in parse(disassemble(cubin)).items():
+        labels: dict[str, str] = {}
+        out[name] = [(op, re.sub(r"\.L\w+", lambda m: labels.setdefault(m.group(0), f"L{len(labels)}"),
+                                 re.sub(r"\$__internal_\d+_", "$__internal_", args)))
+                     for _, op, args in k.instructions]
+    return out
+
+
+def sass_differences(result) -> dict[str, list[str]]:
+    """arch -> kernels whose SASS in `result`'s engine differs from NVRTC's whole-module compile."""
+    from aotc.kernels.codegen import module_source
+    from aotc.kernels.nvrtc_compile import compile_device
+    source = module_source(list({k.name: k for k in result.kernels}.values()))
+    out = {}
+    for arch, cubin in result.plan.cubins.items():
+        mine, whole = kernel_sass(cubin), kernel_sass(compile_device(source, arch))
+        out[arch] = sorted(n for n in set(mine) | set(whole) if mine.get(n) != whole.get(n))
+    return out
+
+
+def main(name: str, per_kernel: bool = False, target: str = "sm_90", check_sass: bool = False) -> None:
     from aotc.bench.models.real import REAL_MODELS
     from aotc.kernels.codegen import module_source
     model = REAL_MODELS[name]()[0] if name in REAL_MODELS else name
@@ -94,6 +123,11 @@ def main(name: str, per_kernel: bool = False, target: str = "sm_90") -> None:
     print(f"  NVRTC {target} phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()))
     classes = kernel_classes(built)
     print(f"  kernels  {len(built)} distinct, {len(classes)} classes modulo integer constants")
+    if check_sass:
+        print(f"  device build: {result.plan.manifest['device_build']}")
+        for arch, differ in sass_differences(result).items():
+            print(f"  {arch}: {len(built) - len(differ)} of {len(built)} kernels' SASS equal the whole-module "
+                  f"compile's" + (f"; differ: {', '.join(differ)}" if differ else ""))
     if per_kernel:
         rows = per_kernel_cpu(built, target)
         print(f"  per kernel, {target} alone (CPU s above an empty module's), sum {sum(c for c, _ in rows):.2f}:")
@@ -116,7 +150,7 @@ def _cli(args) -> int:
     if len(names) != 1:
         print("error: name one model (resnet50, mobilenetv2, ...) or an .onnx path", file=sys.stderr)
         return 2
-    main(names[0], "--per-kernel" in args, target)
+    main(names[0], "--per-kernel" in args, target, "--check-sass" in args)
     return 0
 
 

@@ -146,13 +146,15 @@ def compile_cmd(model, output, arch, embed_host, dump_passes, disable_pass, prec
     targets = sorted(p.cubins) + ([f"PTX {p.ptx_arch}"] if p.ptx_arch else [])
     host = {"embedded": "host library embedded", "on first cpu run": "host library on first cpu run (--host embeds it)",
             "none": "no host library"}[s["host_library"]]
-    click.echo(f"  targets    {', '.join(targets) or 'no GPU code'}; {host}")
+    built = p.manifest.get("device_build", "")
+    click.echo(f"  targets    {', '.join(targets) or 'no GPU code'}" + (f" ({built})" if targets and built else "")
+               + f"; {host}")
     click.echo(f"  engine     {_human(s['engine_bytes'])}")
     click.echo("  time       " + ", ".join(f"{k} {v:.2f}s" for k, v in s["stage_seconds"].items())
                + f" (total {s['total_seconds']:.2f}s)")
     cpu = s["cpu_seconds"]
     if "total" in cpu:
-        click.echo(f"  cpu        {cpu['total']:.2f}s in this process"
+        click.echo(f"  cpu        {cpu['total']:.2f}s in this process (with its ptxas runs)"
                    + (f", {cpu['during nvrtc']:.2f}s of it while NVRTC ran" if "during nvrtc" in cpu else ""))
     if explain:
         _echo_quantization(s["quantization"])

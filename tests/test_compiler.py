@@ -2,6 +2,7 @@
 while the caller plans launches; the PTX comes from the twin sm_XY compile; an error waits for them."""
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -101,3 +102,77 @@ def test_cpu_during_nvrtc_counts_every_thread_of_the_compile(monkeypatch):
         builds.finish(times, cpu)
     assert set(cpu) == {"during nvrtc"}
     assert 0.19 <= cpu["during nvrtc"] < times["nvrtc"] + 0.1 and times["nvrtc"] >= 0.3
+
+
+class _Kernel:
+    uses_fp16 = False
+
+    def __init__(self, name, source):
+        self.name, self.source = name, source
+
+
+PTX_HEAD = ".version 9.0\n.target sm_80\n.address_size 64\n"
+
+
+@pytest.fixture
+def shared_fakes(monkeypatch, fakes):
+    """Stand-ins for the shared-PTX build: NVRTC's PTX of a piece names its kernels, ptxas records its arch."""
+    from aotc.kernels import shared_ptx
+    calls, _ = fakes
+    monkeypatch.setattr(shared_ptx, "find_ptxas", lambda: "/fake/ptxas")
+
+    def device(source, target, fast_compile=False):
+        calls.append(("nvrtc", target))
+        names = sorted(set(re.findall(r"void (k\d)\(", source)))
+        return (PTX_HEAD + "".join(f".visible .entry {n}()\n{{\n\tret;\n}}\n" for n in names)).encode()
+
+    def assemble(ptx, arch, ptxas):
+        calls.append(("ptxas", arch, ptx.splitlines()[1]))
+        return f"cubin {arch}".encode(), 0.25
+    monkeypatch.setattr(nvrtc_compile, "compile_device", device)
+    monkeypatch.setattr(shared_ptx, "assemble", assemble)
+    monkeypatch.setattr(resources, "check_kernels",
+                        lambda kernels, arch, cubin=None: {k.name: _Usage() for k in kernels})
+    return calls
+
+
+def _kernels(body="float x;"):
+    return [_Kernel(f"k{i}", f'extern "C" __global__ void k{i}() {{ {body} }}') for i in range(5)]
+
+
+def test_arch_neutral_kernels_share_one_nvvm_run(shared_fakes):
+    kernels = _kernels()
+    cpu = {}
+    with compiler.BinaryBuilds(kernels, "whole", [k.name for k in kernels], ["sm_80", "sm_90"], "compute_90",
+                               False, None, lambda msg: None) as builds:
+        cubins, _, ptx, _ = builds.finish({}, cpu)
+    pieces = [c for c in shared_fakes if c[0] == "nvrtc"]
+    assert len(pieces) == builds.pool._max_workers and {c[1] for c in pieces} == {"compute_80"}
+    assert sorted(c for c in shared_fakes if c[0] == "ptxas") == [("ptxas", "sm_80", ".target sm_80"),
+                                                                  ("ptxas", "sm_90", ".target sm_90")]
+    assert cubins == {"sm_80": b"cubin sm_80", "sm_90": b"cubin sm_90"}
+    assert b".target sm_90" in ptx and all(f".entry k{i}()".encode() in ptx for i in range(5))
+    assert builds.child_cpu == 0.5 and cpu["during nvrtc"] >= 0.5      # ptxas's CPU is the compile's
+
+
+def test_arch_dependent_kernels_compile_per_arch(shared_fakes):
+    kernels = _kernels("__nv_bfloat16 x;")
+    with compiler.BinaryBuilds(kernels, "whole", [k.name for k in kernels], ["sm_80", "sm_90"], "compute_90",
+                               False, None, lambda msg: None) as builds:
+        builds.finish({})
+    assert sorted(shared_fakes) == [("nvrtc", "sm_80"), ("with_ptx", "sm_90")]     # the per-arch jobs
+
+
+def test_pieces_that_do_not_merge_compile_whole(shared_fakes, monkeypatch):
+    from aotc.kernels import shared_ptx
+
+    def conflict(texts):
+        raise shared_ptx.MergeConflict("PTX merge: k0 is defined differently by two pieces")
+    monkeypatch.setattr(shared_ptx, "merge_ptx", conflict)
+    kernels = _kernels()
+    with compiler.BinaryBuilds(kernels, "whole", [k.name for k in kernels], ["sm_80", "sm_90"], "compute_90",
+                               False, None, lambda msg: None) as builds:
+        cubins, _, ptx, _ = builds.finish({})
+    whole = sorted(c[1] for c in shared_fakes if c[0] == "nvrtc")[-3:]
+    assert whole == ["compute_90", "sm_80", "sm_90"] and not [c for c in shared_fakes if c[0] == "ptxas"]
+    assert set(cubins) == {"sm_80", "sm_90"} and builds.child_cpu == 0.0

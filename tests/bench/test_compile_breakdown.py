@@ -37,3 +37,19 @@ def test_kernels_differing_only_in_sizes_form_one_class():
 def test_cli_needs_one_model(capsys):
     assert cb._cli(["a", "b"]) == 2 and "name one model" in capsys.readouterr().err
     assert cb._cli([]) == 2
+
+
+def test_check_sass_finds_the_shared_build_equal_to_nvrtcs(monkeypatch, tmp_path):
+    """A cold compile of the small CNN: the manifest says how the device code was built, and each
+    kernel's SASS in the engine equals NVRTC's whole-module compile's; a changed cubin is caught."""
+    from aotc.kernels.shared_ptx import find_ptxas
+    from aotc.profile.sass import nvdisasm_path
+    if find_ptxas() is None or nvdisasm_path() is None:
+        import pytest
+        pytest.skip("needs ptxas of NVRTC's release and nvdisasm")
+    monkeypatch.setenv("AOTC_CACHE_DIR", str(tmp_path))
+    result = cb.cold_compile(cnn()[0])
+    assert result.plan.manifest["device_build"] == "one NVVM run, ptxas per arch"
+    assert cb.sass_differences(result) == {"sm_80": [], "sm_90": []}
+    result.plan.cubins["sm_90"] = result.plan.cubins["sm_80"]          # the wrong arch's code
+    assert cb.sass_differences(result)["sm_90"]

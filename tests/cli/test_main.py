@@ -217,6 +217,15 @@ def test_input_shape_fixes_symbolic_dims(tmp_path):
     assert bad.exit_code != 0 and "NAME:DIMS" in bad.output
 
 
+def test_compile_summary_says_how_the_device_code_was_built(model_path, tmp_path, monkeypatch):
+    out = tmp_path / "m.engine"
+    monkeypatch.setenv("AOTC_PTXAS", "none")
+    res = CliRunner().invoke(main, ["compile", str(model_path), "-o", str(out), "-q", "--arch", "sm_90"])
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.output.splitlines() if ln.strip().startswith("targets"))
+    assert "sm_90, PTX compute_90 (NVRTC per arch: no ptxas of NVRTC's release" in line
+
+
 def test_compile_fast_compile_is_recorded_and_runs(model_path, tmp_path):
     out = tmp_path / "fast.engine"
     res = CliRunner().invoke(main, ["compile", str(model_path), "-o", str(out), "--fast-compile", "--arch", "sm_90",
@@ -225,6 +234,7 @@ def test_compile_fast_compile_is_recorded_and_runs(model_path, tmp_path):
     from aotc.package.engine_format import read_engine
     plan = read_engine(out.read_bytes())
     assert plan.manifest["fast_compile"] is True and plan.cubins["sm_90"][:4] == b"\x7fELF"
+    assert plan.manifest["device_build"] == "NVRTC per arch: fast compile"     # --Ofast-compile is NVRTC's own
     res = CliRunner().invoke(main, ["run", str(out), "--iterations", "1"])
     assert res.exit_code == 0, res.output
 
