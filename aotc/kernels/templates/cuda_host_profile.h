@@ -39,29 +39,86 @@
 
 namespace aotc_prof {
 
-struct Lane {
+// Storage is flat and reused: a record is a few array stores, no allocation. Sites (the accessing
+// instruction's address) get a dense id at first sight in the launch; a thread's executions of a site
+// are a counter in a row per site, and the group of (site, warp, occurrence) is found through a row per
+// (site, warp) indexed by occurrence. The accesses themselves are appended to one array and gathered by
+// group (a counting sort) when the block ends.
+struct Rec {
   uintptr_t off;
+  uint32_t group;
   uint8_t size, lane;
 };
-struct Group {
-  std::vector<Lane> lanes;
+struct GroupInfo {
+  uint32_t n = 0;  // accesses
   bool shared = false, write = false;
 };
-struct Key {
-  uintptr_t site;
-  uint32_t warp, occ;
-  bool operator==(const Key &o) const { return site == o.site && warp == o.warp && occ == o.occ; }
+
+// Open-addressed site -> dense id.
+struct SiteIds {
+  std::vector<uintptr_t> keys;  // kEmpty: free slot
+  std::vector<uint32_t> ids;
+  uint32_t count = 0;
+  static constexpr uintptr_t kEmpty = ~(uintptr_t)0;
+  void clear() {
+    keys.assign(64, kEmpty);
+    ids.assign(64, 0);
+    count = 0;
+  }
+  // The site's id; `fresh` says it is new.
+  uint32_t get(uintptr_t site, bool &fresh) {
+    size_t mask = keys.size() - 1, i = (site * 0x9e3779b97f4a7c15ull >> 20) & mask;
+    for (;; i = (i + 1) & mask) {
+      if (keys[i] == site) {
+        fresh = false;
+        return ids[i];
+      }
+      if (keys[i] == kEmpty) break;
+    }
+    fresh = true;
+    if (2 * (count + 1) > keys.size()) {  // grow to keep probes short
+      std::vector<uintptr_t> k = std::move(keys);
+      std::vector<uint32_t> v = std::move(ids);
+      keys.assign(k.size() * 2, kEmpty);
+      ids.assign(k.size() * 2, 0);
+      for (size_t j = 0; j < k.size(); j++)
+        if (k[j] != kEmpty) put(k[j], v[j]);
+    }
+    put(site, count);
+    return count++;
+  }
+  void put(uintptr_t site, uint32_t id) {
+    size_t mask = keys.size() - 1, i = (site * 0x9e3779b97f4a7c15ull >> 20) & mask;
+    while (keys[i] != kEmpty) i = (i + 1) & mask;
+    keys[i] = site;
+    ids[i] = id;
+  }
 };
-struct KeyHash {
-  size_t operator()(const Key &k) const {
-    return std::hash<uint64_t>()(k.site * 0x9e3779b97f4a7c15ull ^ ((uint64_t)k.warp << 32 | k.occ));
+
+// The distinct (param, sector)s a launch touches: a bitmap per parameter over its region's sectors,
+// and a set for the rest (outside any region, or past a region's end).
+struct Unique {
+  std::vector<std::vector<uint64_t>> bits;  // [param][sector / 64]
+  std::unordered_set<uint64_t> rest;        // (param + 1) << 40 | sector
+  void add(int param, uintptr_t s) {
+    if (param >= 0 && (size_t)param < bits.size() && s / 64 < bits[param].size()) {
+      bits[param][s / 64] |= 1ull << (s % 64);
+      return;
+    }
+    rest.insert((uint64_t)(param + 1) << 40 | s);
+  }
+  uint64_t size() const {
+    uint64_t n = rest.size();
+    for (const auto &b : bits)
+      for (uint64_t w : b) n += __builtin_popcountll(w);
+    return n;
   }
 };
 
 struct Totals {
   uint64_t req[2] = {}, sectors[2] = {}, bytes[2] = {};  // [load, store]
   uint64_t sh_req = 0, sh_wavefronts = 0, sh_phases = 0;
-  std::unordered_set<uint64_t> unique[2];               // (param << 40 | sector)
+  Unique unique[2];
 };
 
 struct KernelPolicy {
@@ -83,8 +140,14 @@ struct Sampling {
 };
 
 struct PState {
-  std::unordered_map<uint64_t, uint32_t> occ;  // (tid << 48 | site) -> executions so far
-  std::unordered_map<Key, Group, KeyHash> groups;
+  unsigned threads = 0, warps = 0;       // per block
+  SiteIds sites;                         // per launch
+  std::vector<uint32_t> occ;             // [site * threads + tid]: executions so far in the block
+  std::vector<std::vector<uint32_t>> gid;  // [site * warps + warp][occurrence]: group + 1, 0: none yet
+  std::vector<GroupInfo> groups;         // the block's requests
+  std::vector<Rec> recs, sorted;         // their accesses, in arrival order and by group
+  std::vector<uint32_t> first;           // per group: its first access in `sorted`
+  std::vector<uint64_t> scratch;         // count_global / count_shared
   Totals t;
   unsigned grid[3] = {}, block[3] = {};
   Sampling sample;
@@ -97,62 +160,101 @@ __attribute__((no_sanitize_address)) inline void record(uintptr_t off, int param
                                                         bool shared, uintptr_t site) {
   PState &p = g_prof;
   unsigned tid = aotc_san::st().worker->cur_tid;
-  uint32_t &n = p.occ[(uint64_t)tid << 48 | (site & 0xffffffffffffull)];
-  Group &g = p.groups[Key{site, tid / 32, n++}];
+  bool fresh;
+  uint32_t sid = p.sites.get(site, fresh);
+  if (fresh) {
+    p.occ.resize((size_t)(sid + 1) * p.threads, 0);
+    p.gid.resize((size_t)(sid + 1) * p.warps);
+  }
+  uint32_t n = p.occ[(size_t)sid * p.threads + tid]++;
+  std::vector<uint32_t> &row = p.gid[(size_t)sid * p.warps + tid / 32];
+  if (n >= row.size()) row.resize(n + 1, 0);
+  if (!row[n]) {
+    p.groups.emplace_back();
+    row[n] = (uint32_t)p.groups.size();
+  }
+  GroupInfo &g = p.groups[row[n] - 1];
+  g.n++;
   g.shared = shared;
   g.write = write;
-  g.lanes.push_back({off, (uint8_t)(size > 255 ? 255 : size), (uint8_t)(tid % 32)});
+  p.recs.push_back({off, row[n] - 1, (uint8_t)(size > 255 ? 255 : size), (uint8_t)(tid % 32)});
   if (!shared) {
-    for (uintptr_t s = off >> 5; s <= (off + size - 1) >> 5; s++)
-      p.t.unique[write].insert((uint64_t)(param + 1) << 40 | s);
+    for (uintptr_t s = off >> 5; s <= (off + size - 1) >> 5; s++) p.t.unique[write].add(param, s);
   }
 }
 
-__attribute__((no_sanitize_address)) inline void count_global(const Group &g, Totals &t) {
-  std::vector<uintptr_t> sectors;
+__attribute__((no_sanitize_address)) inline void count_global(const Rec *l, const Rec *e, bool write, Totals &t,
+                                                              std::vector<uint64_t> &sectors) {
+  sectors.clear();
   uint64_t bytes = 0;
-  for (const Lane &l : g.lanes) {
-    bytes += l.size;
-    for (uintptr_t s = l.off >> 5; s <= (l.off + l.size - 1) >> 5; s++) sectors.push_back(s);
+  for (; l != e; l++) {
+    bytes += l->size;
+    for (uintptr_t s = l->off >> 5; s <= (l->off + l->size - 1) >> 5; s++) sectors.push_back(s);
   }
   std::sort(sectors.begin(), sectors.end());
   uint64_t n = std::unique(sectors.begin(), sectors.end()) - sectors.begin();
-  t.req[g.write]++;
-  t.sectors[g.write] += n;
-  t.bytes[g.write] += bytes < n * 32 ? bytes : n * 32;
+  t.req[write]++;
+  t.sectors[write] += n;
+  t.bytes[write] += bytes < n * 32 ? bytes : n * 32;
 }
 
-__attribute__((no_sanitize_address)) inline void count_shared(const Group &g, Totals &t) {
+// Words are keyed (phase, bank, word): the distinct words of a bank in a phase are a run of keys.
+__attribute__((no_sanitize_address)) inline void count_shared(const Rec *b, const Rec *e, Totals &t,
+                                                              std::vector<uint64_t> &keys) {
   unsigned size = 0;
-  for (const Lane &l : g.lanes) size = l.size > size ? l.size : size;
+  for (const Rec *l = b; l != e; l++) size = l->size > size ? l->size : size;
   unsigned lanes_per_phase = size <= 4 ? 32 : size <= 8 ? 16 : 8;
-  std::vector<uintptr_t> words[4][32];  // [phase][bank]: distinct words
   bool used[4] = {};
-  for (const Lane &l : g.lanes) {
-    unsigned ph = l.lane / lanes_per_phase;
+  keys.clear();
+  for (const Rec *l = b; l != e; l++) {
+    uint64_t ph = l->lane / lanes_per_phase;
     used[ph] = true;
-    for (uintptr_t w = l.off >> 2; w <= (l.off + l.size - 1) >> 2; w++) words[ph][w % 32].push_back(w);
+    for (uintptr_t w = l->off >> 2; w <= (l->off + l->size - 1) >> 2; w++)
+      keys.push_back(ph << 62 | (uint64_t)(w % 32) << 56 | (w & ((1ull << 56) - 1)));
+  }
+  std::sort(keys.begin(), keys.end());
+  size_t most[4] = {1, 1, 1, 1};
+  for (size_t i = 0; i < keys.size();) {
+    uint64_t bank = keys[i] >> 56;
+    size_t n = 0;
+    for (uint64_t prev = ~0ull; i < keys.size() && keys[i] >> 56 == bank; prev = keys[i++])
+      n += keys[i] != prev;
+    unsigned ph = (unsigned)(bank >> 6);
+    most[ph] = n > most[ph] ? n : most[ph];
   }
   t.sh_req++;
   for (unsigned ph = 0; ph < 4; ph++) {
     if (!used[ph]) continue;
-    size_t most = 1;
-    for (auto &b : words[ph]) {
-      std::sort(b.begin(), b.end());
-      size_t n = std::unique(b.begin(), b.end()) - b.begin();
-      most = n > most ? n : most;
-    }
-    t.sh_wavefronts += most;
+    t.sh_wavefronts += most[ph];
     t.sh_phases++;
   }
 }
 
-// The block's requests are complete: count them.
+// The block's requests are complete: gather each one's accesses and count them.
 __attribute__((no_sanitize_address)) inline void block_end() {
   PState &p = g_prof;
-  for (auto &kv : p.groups) (kv.second.shared ? count_shared : count_global)(kv.second, p.t);
+  size_t ng = p.groups.size();
+  if (ng) {
+    p.first.resize(ng + 1);
+    uint32_t at = 0;
+    for (size_t g = 0; g < ng; g++) p.first[g] = at, at += p.groups[g].n;
+    p.first[ng] = at;
+    p.sorted.resize(p.recs.size());
+    for (const Rec &r : p.recs) p.sorted[p.first[r.group]++] = r;  // first[g] ends at group g + 1's start
+    const Rec *b = p.sorted.data();
+    for (size_t g = 0; g < ng; g++) {
+      const Rec *e = p.sorted.data() + p.first[g];
+      if (p.groups[g].shared)
+        count_shared(b, e, p.t, p.scratch);
+      else
+        count_global(b, e, p.groups[g].write, p.t, p.scratch);
+      b = e;
+    }
+  }
   p.groups.clear();
-  p.occ.clear();
+  p.recs.clear();
+  std::fill(p.occ.begin(), p.occ.end(), 0);
+  for (auto &row : p.gid) row.clear();
 }
 
 __attribute__((no_sanitize_address)) inline uint64_t splitmix(uint64_t x) {
@@ -268,13 +370,26 @@ __attribute__((no_sanitize_address)) inline bool skipped(uint64_t b) {
 
 __attribute__((no_sanitize_address)) inline void launch_begin(const aotc_emu::Launch *L) {
   PState &p = g_prof;
-  p.groups.clear();
+  const aotc_san::State &s = aotc_san::st();
+  p.threads = L->nthreads;
+  p.warps = (L->nthreads + 31) / 32;
+  p.sites.clear();
   p.occ.clear();
+  p.gid.clear();
+  p.groups.clear();
+  p.recs.clear();
   p.t = Totals();
+  for (const aotc_san::Region &reg : s.regions) {
+    if (reg.param < 0) continue;
+    for (auto &u : p.t.unique) {
+      if (u.bits.size() <= (size_t)reg.param) u.bits.resize(reg.param + 1);
+      size_t words = ((reg.hi - reg.lo + 31) / 32 + 63) / 64;
+      if (u.bits[reg.param].size() < words) u.bits[reg.param].resize(words, 0);
+    }
+  }
   unsigned g[3] = {L->grid.x, L->grid.y, L->grid.z}, b[3] = {L->block.x, L->block.y, L->block.z};
   for (int i = 0; i < 3; i++) p.grid[i] = g[i], p.block[i] = b[i];
   Sampling &sm = p.sample;
-  const aotc_san::State &s = aotc_san::st();
   parse_sampling(sm);
   choose_blocks(sm, s.kernel, p.grid, L->nblocks);
   auto it = sm.kernels.find(s.kernel);
