@@ -39,6 +39,46 @@
 
 namespace aotc_prof {
 
+// Everything here runs on every access of kernel code. The build instruments all code for the
+// sanitizer, and a std container's out-of-line members would call the hooks themselves (tens of
+// millions of calls a model), so the hot path uses Buf: a growable array of trivially copyable
+// values whose members are never instrumented.
+#define AOTC_PROF_FN __attribute__((no_sanitize_address)) inline
+#define AOTC_PROF_INLINE __attribute__((no_sanitize_address, always_inline)) inline
+template <class T>
+struct Buf {
+  T *p = nullptr;
+  size_t n = 0, cap = 0;
+  AOTC_PROF_INLINE T &operator[](size_t i) { return p[i]; }
+  AOTC_PROF_INLINE size_t size() const { return n; }
+  AOTC_PROF_INLINE void clear() { n = 0; }
+  __attribute__((no_sanitize_address, noinline)) void reserve(size_t want) {
+    if (want <= cap) return;
+    cap = want > 2 * cap ? (want > 16 ? want : 16) : 2 * cap;
+    p = (T *)realloc((void *)p, cap * sizeof(T));
+    if (!p) abort();
+  }
+  AOTC_PROF_INLINE void push(const T &v) {
+    if (n == cap) reserve(n + 1);
+    p[n++] = v;
+  }
+  AOTC_PROF_INLINE void resize(size_t m, const T &fill) {
+    reserve(m);
+    for (size_t i = n; i < m; i++) p[i] = fill;
+    n = m;
+  }
+};
+
+// Sort a few values, mostly in order already (lanes touch ascending addresses).
+AOTC_PROF_FN void small_sort(uint64_t *a, size_t n) {
+  for (size_t i = 1; i < n; i++) {
+    uint64_t v = a[i];
+    size_t j = i;
+    for (; j && a[j - 1] > v; j--) a[j] = a[j - 1];
+    a[j] = v;
+  }
+}
+
 // Storage is flat and reused: a record is a few array stores, no allocation. Sites (the accessing
 // instruction's address) get a dense id at first sight in the launch; a thread's executions of a site
 // are a counter in a row per site, and the group of (site, warp, occurrence) is found through a row per
@@ -50,75 +90,98 @@ struct Rec {
   uint8_t size, lane;
 };
 struct GroupInfo {
-  uint32_t n = 0;  // accesses
-  bool shared = false, write = false;
+  uint32_t n;  // accesses
+  bool shared, write;
 };
 
 // Open-addressed site -> dense id.
 struct SiteIds {
-  std::vector<uintptr_t> keys;  // kEmpty: free slot
-  std::vector<uint32_t> ids;
+  Buf<uintptr_t> keys;  // kEmpty: a free slot
+  Buf<uint32_t> ids;
   uint32_t count = 0;
   static constexpr uintptr_t kEmpty = ~(uintptr_t)0;
-  void clear() {
-    keys.assign(64, kEmpty);
-    ids.assign(64, 0);
+  AOTC_PROF_FN void clear(size_t slots = 64) {
+    keys.clear();
+    ids.clear();
+    keys.resize(slots, kEmpty);
+    ids.resize(slots, 0);
     count = 0;
   }
-  // The site's id; `fresh` says it is new.
-  uint32_t get(uintptr_t site, bool &fresh) {
+  AOTC_PROF_INLINE size_t slot(uintptr_t site) {
     size_t mask = keys.size() - 1, i = (site * 0x9e3779b97f4a7c15ull >> 20) & mask;
-    for (;; i = (i + 1) & mask) {
-      if (keys[i] == site) {
-        fresh = false;
-        return ids[i];
-      }
-      if (keys[i] == kEmpty) break;
-    }
-    fresh = true;
-    if (2 * (count + 1) > keys.size()) {  // grow to keep probes short
-      std::vector<uintptr_t> k = std::move(keys);
-      std::vector<uint32_t> v = std::move(ids);
-      keys.assign(k.size() * 2, kEmpty);
-      ids.assign(k.size() * 2, 0);
-      for (size_t j = 0; j < k.size(); j++)
-        if (k[j] != kEmpty) put(k[j], v[j]);
-    }
-    put(site, count);
-    return count++;
+    while (keys[i] != site && keys[i] != kEmpty) i = (i + 1) & mask;
+    return i;
   }
-  void put(uintptr_t site, uint32_t id) {
-    size_t mask = keys.size() - 1, i = (site * 0x9e3779b97f4a7c15ull >> 20) & mask;
-    while (keys[i] != kEmpty) i = (i + 1) & mask;
+  // The site's id; `fresh` says it is new.
+  AOTC_PROF_FN uint32_t get(uintptr_t site, bool &fresh) {
+    size_t i = slot(site);
+    fresh = keys[i] == kEmpty;
+    if (!fresh) return ids[i];
+    if (2 * (count + 1) > keys.size()) {  // grow to keep probes short
+      Buf<uintptr_t> k = keys;
+      Buf<uint32_t> v = ids;
+      uint32_t c = count;
+      keys = Buf<uintptr_t>();
+      ids = Buf<uint32_t>();
+      clear(k.size() * 2);
+      for (size_t j = 0; j < k.size(); j++)
+        if (k[j] != kEmpty) {
+          size_t q = slot(k[j]);
+          keys[q] = k[j], ids[q] = v[j];
+        }
+      free(k.p);
+      free(v.p);
+      count = c;
+      i = slot(site);
+    }
     keys[i] = site;
-    ids[i] = id;
+    ids[i] = count;
+    return count++;
   }
 };
 
 // The distinct (param, sector)s a launch touches: a bitmap per parameter over its region's sectors,
 // and a set for the rest (outside any region, or past a region's end).
 struct Unique {
-  std::vector<std::vector<uint64_t>> bits;  // [param][sector / 64]
-  std::unordered_set<uint64_t> rest;        // (param + 1) << 40 | sector
-  void add(int param, uintptr_t s) {
-    if (param >= 0 && (size_t)param < bits.size() && s / 64 < bits[param].size()) {
-      bits[param][s / 64] |= 1ull << (s % 64);
+  Buf<uint64_t> bits;        // the parameters' bitmaps, one after another
+  Buf<size_t> start, words;  // per parameter: its bitmap's first word, and its words
+  std::unordered_set<uint64_t> rest;  // (param + 1) << 40 | sector
+  AOTC_PROF_FN void reset() {
+    bits.clear();
+    start.clear();
+    words.clear();
+    rest.clear();
+  }
+  AOTC_PROF_FN void add_param(int param, size_t sectors) {
+    if (start.size() <= (size_t)param) start.resize(param + 1, 0), words.resize(param + 1, 0);
+    size_t w = (sectors + 63) / 64;
+    if (words[param] >= w) return;
+    start[param] = bits.size();
+    words[param] = w;
+    bits.resize(bits.size() + w, 0);
+  }
+  AOTC_PROF_INLINE void add(int param, uintptr_t s) {
+    if (param >= 0 && (size_t)param < start.size() && s / 64 < words[param]) {
+      bits[start[param] + s / 64] |= 1ull << (s % 64);
       return;
     }
     rest.insert((uint64_t)(param + 1) << 40 | s);
   }
-  uint64_t size() const {
+  AOTC_PROF_FN uint64_t count() {
     uint64_t n = rest.size();
-    for (const auto &b : bits)
-      for (uint64_t w : b) n += __builtin_popcountll(w);
+    for (size_t i = 0; i < bits.size(); i++) n += __builtin_popcountll(bits[i]);
     return n;
   }
 };
 
 struct Totals {
-  uint64_t req[2] = {}, sectors[2] = {}, bytes[2] = {};  // [load, store]
-  uint64_t sh_req = 0, sh_wavefronts = 0, sh_phases = 0;
+  uint64_t req[2], sectors[2], bytes[2];  // [load, store]
+  uint64_t sh_req, sh_wavefronts, sh_phases;
   Unique unique[2];
+  AOTC_PROF_FN void reset() {
+    for (int i = 0; i < 2; i++) req[i] = sectors[i] = bytes[i] = 0, unique[i].reset();
+    sh_req = sh_wavefronts = sh_phases = 0;
+  }
 };
 
 struct KernelPolicy {
@@ -140,14 +203,14 @@ struct Sampling {
 };
 
 struct PState {
-  unsigned threads = 0, warps = 0;       // per block
-  SiteIds sites;                         // per launch
-  std::vector<uint32_t> occ;             // [site * threads + tid]: executions so far in the block
-  std::vector<std::vector<uint32_t>> gid;  // [site * warps + warp][occurrence]: group + 1, 0: none yet
-  std::vector<GroupInfo> groups;         // the block's requests
-  std::vector<Rec> recs, sorted;         // their accesses, in arrival order and by group
-  std::vector<uint32_t> first;           // per group: its first access in `sorted`
-  std::vector<uint64_t> scratch;         // count_global / count_shared
+  unsigned threads = 0, warps = 0;  // per block
+  SiteIds sites;                    // per launch
+  Buf<uint32_t> occ;                // [site * threads + tid]: executions so far in the block
+  Buf<Buf<uint32_t>> gid;           // [site * warps + warp][occurrence]: group + 1, 0: none yet
+  Buf<GroupInfo> groups;            // the block's requests
+  Buf<Rec> recs, sorted;            // their accesses, in arrival order and by group
+  Buf<uint32_t> first;              // per group: where its accesses end in `sorted`
+  Buf<uint64_t> scratch;            // count_global / count_shared
   Totals t;
   unsigned grid[3] = {}, block[3] = {};
   Sampling sample;
@@ -156,51 +219,49 @@ struct PState {
 };
 inline PState g_prof;
 
-__attribute__((no_sanitize_address)) inline void record(uintptr_t off, int param, unsigned size, bool write,
-                                                        bool shared, uintptr_t site) {
+AOTC_PROF_FN void record(uintptr_t off, int param, unsigned size, bool write, bool shared, uintptr_t site) {
   PState &p = g_prof;
   unsigned tid = aotc_san::st().worker->cur_tid;
   bool fresh;
   uint32_t sid = p.sites.get(site, fresh);
   if (fresh) {
     p.occ.resize((size_t)(sid + 1) * p.threads, 0);
-    p.gid.resize((size_t)(sid + 1) * p.warps);
+    p.gid.resize((size_t)(sid + 1) * p.warps, Buf<uint32_t>());
   }
   uint32_t n = p.occ[(size_t)sid * p.threads + tid]++;
-  std::vector<uint32_t> &row = p.gid[(size_t)sid * p.warps + tid / 32];
+  Buf<uint32_t> &row = p.gid[(size_t)sid * p.warps + tid / 32];
   if (n >= row.size()) row.resize(n + 1, 0);
   if (!row[n]) {
-    p.groups.emplace_back();
+    p.groups.push({0, false, false});
     row[n] = (uint32_t)p.groups.size();
   }
   GroupInfo &g = p.groups[row[n] - 1];
   g.n++;
   g.shared = shared;
   g.write = write;
-  p.recs.push_back({off, row[n] - 1, (uint8_t)(size > 255 ? 255 : size), (uint8_t)(tid % 32)});
+  p.recs.push({off, row[n] - 1, (uint8_t)(size > 255 ? 255 : size), (uint8_t)(tid % 32)});
   if (!shared) {
     for (uintptr_t s = off >> 5; s <= (off + size - 1) >> 5; s++) p.t.unique[write].add(param, s);
   }
 }
 
-__attribute__((no_sanitize_address)) inline void count_global(const Rec *l, const Rec *e, bool write, Totals &t,
-                                                              std::vector<uint64_t> &sectors) {
+AOTC_PROF_FN void count_global(const Rec *l, const Rec *e, bool write, Totals &t, Buf<uint64_t> &sectors) {
   sectors.clear();
   uint64_t bytes = 0;
   for (; l != e; l++) {
     bytes += l->size;
-    for (uintptr_t s = l->off >> 5; s <= (l->off + l->size - 1) >> 5; s++) sectors.push_back(s);
+    for (uintptr_t s = l->off >> 5; s <= (l->off + l->size - 1) >> 5; s++) sectors.push(s);
   }
-  std::sort(sectors.begin(), sectors.end());
-  uint64_t n = std::unique(sectors.begin(), sectors.end()) - sectors.begin();
+  small_sort(sectors.p, sectors.size());
+  uint64_t n = 0;
+  for (size_t i = 0; i < sectors.size(); i++) n += !i || sectors[i] != sectors[i - 1];
   t.req[write]++;
   t.sectors[write] += n;
   t.bytes[write] += bytes < n * 32 ? bytes : n * 32;
 }
 
 // Words are keyed (phase, bank, word): the distinct words of a bank in a phase are a run of keys.
-__attribute__((no_sanitize_address)) inline void count_shared(const Rec *b, const Rec *e, Totals &t,
-                                                              std::vector<uint64_t> &keys) {
+AOTC_PROF_FN void count_shared(const Rec *b, const Rec *e, Totals &t, Buf<uint64_t> &keys) {
   unsigned size = 0;
   for (const Rec *l = b; l != e; l++) size = l->size > size ? l->size : size;
   unsigned lanes_per_phase = size <= 4 ? 32 : size <= 8 ? 16 : 8;
@@ -210,9 +271,9 @@ __attribute__((no_sanitize_address)) inline void count_shared(const Rec *b, cons
     uint64_t ph = l->lane / lanes_per_phase;
     used[ph] = true;
     for (uintptr_t w = l->off >> 2; w <= (l->off + l->size - 1) >> 2; w++)
-      keys.push_back(ph << 62 | (uint64_t)(w % 32) << 56 | (w & ((1ull << 56) - 1)));
+      keys.push(ph << 62 | (uint64_t)(w % 32) << 56 | (w & ((1ull << 56) - 1)));
   }
-  std::sort(keys.begin(), keys.end());
+  small_sort(keys.p, keys.size());
   size_t most[4] = {1, 1, 1, 1};
   for (size_t i = 0; i < keys.size();) {
     uint64_t bank = keys[i] >> 56;
@@ -231,19 +292,23 @@ __attribute__((no_sanitize_address)) inline void count_shared(const Rec *b, cons
 }
 
 // The block's requests are complete: gather each one's accesses and count them.
-__attribute__((no_sanitize_address)) inline void block_end() {
+AOTC_PROF_FN void block_end() {
   PState &p = g_prof;
   size_t ng = p.groups.size();
   if (ng) {
-    p.first.resize(ng + 1);
+    p.first.clear();
+    p.first.resize(ng, 0);
     uint32_t at = 0;
     for (size_t g = 0; g < ng; g++) p.first[g] = at, at += p.groups[g].n;
-    p.first[ng] = at;
-    p.sorted.resize(p.recs.size());
-    for (const Rec &r : p.recs) p.sorted[p.first[r.group]++] = r;  // first[g] ends at group g + 1's start
-    const Rec *b = p.sorted.data();
+    p.sorted.clear();
+    p.sorted.resize(p.recs.size(), Rec{});
+    for (size_t i = 0; i < p.recs.size(); i++) {  // first[g] ends at group g + 1's start
+      const Rec &r = p.recs[i];
+      p.sorted[p.first[r.group]++] = r;
+    }
+    const Rec *b = p.sorted.p;
     for (size_t g = 0; g < ng; g++) {
-      const Rec *e = p.sorted.data() + p.first[g];
+      const Rec *e = p.sorted.p + p.first[g];
       if (p.groups[g].shared)
         count_shared(b, e, p.t, p.scratch);
       else
@@ -253,8 +318,8 @@ __attribute__((no_sanitize_address)) inline void block_end() {
   }
   p.groups.clear();
   p.recs.clear();
-  std::fill(p.occ.begin(), p.occ.end(), 0);
-  for (auto &row : p.gid) row.clear();
+  for (size_t i = 0; i < p.occ.size(); i++) p.occ[i] = 0;
+  for (size_t i = 0; i < p.gid.size(); i++) p.gid[i].clear();
 }
 
 __attribute__((no_sanitize_address)) inline uint64_t splitmix(uint64_t x) {
@@ -375,18 +440,14 @@ __attribute__((no_sanitize_address)) inline void launch_begin(const aotc_emu::La
   p.warps = (L->nthreads + 31) / 32;
   p.sites.clear();
   p.occ.clear();
+  for (size_t i = 0; i < p.gid.size(); i++) free(p.gid[i].p);
   p.gid.clear();
   p.groups.clear();
   p.recs.clear();
-  p.t = Totals();
-  for (const aotc_san::Region &reg : s.regions) {
-    if (reg.param < 0) continue;
-    for (auto &u : p.t.unique) {
-      if (u.bits.size() <= (size_t)reg.param) u.bits.resize(reg.param + 1);
-      size_t words = ((reg.hi - reg.lo + 31) / 32 + 63) / 64;
-      if (u.bits[reg.param].size() < words) u.bits[reg.param].resize(words, 0);
-    }
-  }
+  p.t.reset();
+  for (const aotc_san::Region &reg : s.regions)
+    if (reg.param >= 0)
+      for (auto &u : p.t.unique) u.add_param(reg.param, (reg.hi - reg.lo + 31) / 32);
   unsigned g[3] = {L->grid.x, L->grid.y, L->grid.z}, b[3] = {L->block.x, L->block.y, L->block.z};
   for (int i = 0; i < 3; i++) p.grid[i] = g[i], p.block[i] = b[i];
   Sampling &sm = p.sample;
@@ -402,7 +463,7 @@ __attribute__((no_sanitize_address)) inline void launch_begin(const aotc_emu::La
 __attribute__((no_sanitize_address)) inline void launch_end(const char *kernel) {
   PState &p = g_prof;
   block_end();
-  const Totals &t = p.t;
+  Totals &t = p.t;
   std::string blocks = ", \"blocks_run\": " + std::to_string(p.sample.run);  // at the line's end
   if (!p.sample.want.empty()) {
     blocks += ", \"sampled\": [";
@@ -420,9 +481,9 @@ __attribute__((no_sanitize_address)) inline void launch_end(const char *kernel) 
            kernel, p.grid[0], p.grid[1], p.grid[2], p.block[0], p.block[1], p.block[2],
            (unsigned long long)t.req[0], (unsigned long long)t.sectors[0], (unsigned long long)t.bytes[0],
            (unsigned long long)t.req[1], (unsigned long long)t.sectors[1], (unsigned long long)t.bytes[1],
-           (unsigned long long)t.unique[0].size(), (unsigned long long)t.unique[1].size(),
+           (unsigned long long)p.t.unique[0].count(), (unsigned long long)p.t.unique[1].count(),
            (unsigned long long)t.sh_req, (unsigned long long)t.sh_wavefronts, (unsigned long long)t.sh_phases);
-  p.t = Totals();
+  p.t.reset();
   p.sample.want.clear();
   std::string out = line + blocks + "}\n";
   std::lock_guard<std::mutex> g(p.mu);
