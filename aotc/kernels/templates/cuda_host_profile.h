@@ -33,6 +33,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <unordered_set>
 #include <vector>
