@@ -71,8 +71,24 @@ extern "C" __global__ void looped(const float *x, float *y, int n) {
   for (int k = 0; k < n; ++k) s += x[k * 32 + threadIdx.x];
   y[threadIdx.x] = s;
 }
+
+// 256 threads: 40 load sites (more than the profiler's first site table holds), a loop that warp w runs
+// w + 1 times, a 2-way conflicted shared store and load, and a store by 8 lanes of each warp.
+#define LD(i) s += x[(i) * 256 + threadIdx.x];
+#define LD8(i) LD(i) LD(i + 1) LD(i + 2) LD(i + 3) LD(i + 4) LD(i + 5) LD(i + 6) LD(i + 7)
+extern "C" __global__ void many_sites(const float *x, float *y) {
+  __shared__ float t[512];
+  float s = 0.0f;
+  LD8(0) LD8(8) LD8(16) LD8(24) LD8(32)
+  for (int k = 0; k <= (int)threadIdx.x / 32; ++k) s += 0.5f * x[k * 256 + threadIdx.x];
+  t[threadIdx.x * 2] = s;
+  __syncthreads();
+  y[blockIdx.x * 512 + threadIdx.x * 2] = t[threadIdx.x * 2];
+  if (threadIdx.x % 32 < 8) y[blockIdx.x * 512 + threadIdx.x * 2 + 1] = s;
+}
 """
-KERNELS = ["one_mma", "coalesced", "stride32", "broadcast", "column_read", "swizzled_column_read", "float4_shared", "looped"]
+KERNELS = ["one_mma", "coalesced", "stride32", "broadcast", "column_read", "swizzled_column_read", "float4_shared",
+           "looped", "many_sites"]
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +174,26 @@ def test_each_loop_iteration_is_a_request(lib, rng):
     np.testing.assert_allclose(y, x.reshape(n, 32).sum(0), rtol=1e-5)
     assert (c["load_requests"], c["load_sectors"]) == (n, 4 * n)
     assert c["unique_load_sectors"] == 4 * n
+
+
+def test_many_sites_and_warps_with_uneven_loops(lib, rng):
+    x = rng.standard_normal(40 * 256).astype(np.float32)
+    y = np.full(1024, np.nan, np.float32)
+    c = run(lib, "many_sites", 2, 256, [x, y])
+    t = np.arange(256)
+    s = x.reshape(40, 256).sum(0) + 0.5 * np.array([x[:(i // 32 + 1) * 256].reshape(-1, 256)[:, i].sum() for i in t])
+    y = y.reshape(2, 512)
+    np.testing.assert_allclose(y[:, 0::2], np.tile(s, (2, 1)), rtol=1e-5, atol=1e-5)
+    lanes8 = t % 32 < 8
+    np.testing.assert_allclose(y[:, 1::2][:, lanes8], np.tile(s[lanes8], (2, 1)), rtol=1e-5, atol=1e-5)
+    # per block: 40 sites x 8 warps + 1 + 2 + ... + 8 loop requests, each a coalesced 128 bytes
+    assert (c["load_requests"], c["load_sectors"], c["load_bytes"]) == (2 * 356, 2 * 356 * 4, 2 * 356 * 128)
+    assert c["unique_load_sectors"] == 40 * 256 * 4 // 32
+    # per block and warp: a stride-2 store (8 sectors, 128 bytes) and 8 lanes' (2 sectors, 32 bytes)
+    assert (c["store_requests"], c["store_sectors"], c["store_bytes"]) == (32, 16 * 10, 16 * 160)
+    assert c["unique_store_sectors"] == 1024 * 4 // 32
+    # per block and warp: the shared store and load, each lanes 0-15 and 16-31 on the same banks
+    assert (c["shared_requests"], c["shared_phases"], c["shared_wavefronts"]) == (32, 32, 64)
 
 
 def test_a_plain_library_is_not_a_profiling_one(rng):

@@ -33,35 +33,156 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
 namespace aotc_prof {
 
-struct Lane {
+// Everything here runs on every access of kernel code. The build instruments all code for the
+// sanitizer, and a std container's out-of-line members would call the hooks themselves (tens of
+// millions of calls a model), so the hot path uses Buf: a growable array of trivially copyable
+// values whose members are never instrumented.
+#define AOTC_PROF_FN __attribute__((no_sanitize_address)) inline
+#define AOTC_PROF_INLINE __attribute__((no_sanitize_address, always_inline)) inline
+template <class T>
+struct Buf {
+  T *p = nullptr;
+  size_t n = 0, cap = 0;
+  AOTC_PROF_INLINE T &operator[](size_t i) { return p[i]; }
+  AOTC_PROF_INLINE size_t size() const { return n; }
+  AOTC_PROF_INLINE void clear() { n = 0; }
+  __attribute__((no_sanitize_address, noinline)) void reserve(size_t want) {
+    if (want <= cap) return;
+    cap = want > 2 * cap ? (want > 16 ? want : 16) : 2 * cap;
+    p = (T *)realloc((void *)p, cap * sizeof(T));
+    if (!p) abort();
+  }
+  AOTC_PROF_INLINE void push(const T &v) {
+    if (n == cap) reserve(n + 1);
+    p[n++] = v;
+  }
+  AOTC_PROF_INLINE void resize(size_t m, const T &fill) {
+    reserve(m);
+    for (size_t i = n; i < m; i++) p[i] = fill;
+    n = m;
+  }
+};
+
+// Sort a few values, mostly in order already (lanes touch ascending addresses).
+AOTC_PROF_FN void small_sort(uint64_t *a, size_t n) {
+  for (size_t i = 1; i < n; i++) {
+    uint64_t v = a[i];
+    size_t j = i;
+    for (; j && a[j - 1] > v; j--) a[j] = a[j - 1];
+    a[j] = v;
+  }
+}
+
+// Storage is flat and reused: a record is a few array stores, no allocation. Sites (the accessing
+// instruction's address) get a dense id at first sight in the launch; a thread's executions of a site
+// are a counter in a row per site, and the group of (site, warp, occurrence) is found through a row per
+// (site, warp) indexed by occurrence. The accesses themselves are appended to one array and gathered by
+// group (a counting sort) when the block ends.
+struct Rec {
   uintptr_t off;
+  uint32_t group;
   uint8_t size, lane;
 };
-struct Group {
-  std::vector<Lane> lanes;
-  bool shared = false, write = false;
+struct GroupInfo {
+  uint32_t n;  // accesses
+  bool shared, write;
 };
-struct Key {
-  uintptr_t site;
-  uint32_t warp, occ;
-  bool operator==(const Key &o) const { return site == o.site && warp == o.warp && occ == o.occ; }
+
+// Open-addressed site -> dense id.
+struct SiteIds {
+  Buf<uintptr_t> keys;  // kEmpty: a free slot
+  Buf<uint32_t> ids;
+  uint32_t count = 0;
+  static constexpr uintptr_t kEmpty = ~(uintptr_t)0;
+  AOTC_PROF_FN void clear(size_t slots = 64) {
+    keys.clear();
+    ids.clear();
+    keys.resize(slots, kEmpty);
+    ids.resize(slots, 0);
+    count = 0;
+  }
+  AOTC_PROF_INLINE size_t slot(uintptr_t site) {
+    size_t mask = keys.size() - 1, i = (site * 0x9e3779b97f4a7c15ull >> 20) & mask;
+    while (keys[i] != site && keys[i] != kEmpty) i = (i + 1) & mask;
+    return i;
+  }
+  // The site's id; `fresh` says it is new.
+  AOTC_PROF_FN uint32_t get(uintptr_t site, bool &fresh) {
+    size_t i = slot(site);
+    fresh = keys[i] == kEmpty;
+    if (!fresh) return ids[i];
+    if (2 * (count + 1) > keys.size()) {  // grow to keep probes short
+      Buf<uintptr_t> k = keys;
+      Buf<uint32_t> v = ids;
+      uint32_t c = count;
+      keys = Buf<uintptr_t>();
+      ids = Buf<uint32_t>();
+      clear(k.size() * 2);
+      for (size_t j = 0; j < k.size(); j++)
+        if (k[j] != kEmpty) {
+          size_t q = slot(k[j]);
+          keys[q] = k[j], ids[q] = v[j];
+        }
+      free(k.p);
+      free(v.p);
+      count = c;
+      i = slot(site);
+    }
+    keys[i] = site;
+    ids[i] = count;
+    return count++;
+  }
 };
-struct KeyHash {
-  size_t operator()(const Key &k) const {
-    return std::hash<uint64_t>()(k.site * 0x9e3779b97f4a7c15ull ^ ((uint64_t)k.warp << 32 | k.occ));
+
+// The distinct (param, sector)s a launch touches: a bitmap per parameter over its region's sectors,
+// and a set for the rest (outside any region, or past a region's end).
+struct Unique {
+  Buf<uint64_t> bits;        // the parameters' bitmaps, one after another
+  Buf<size_t> start, words;  // per parameter: its bitmap's first word, and its words
+  std::unordered_set<uint64_t> rest;  // (param + 1) << 40 | sector
+  AOTC_PROF_FN void reset() {
+    bits.clear();
+    start.clear();
+    words.clear();
+    rest.clear();
+  }
+  AOTC_PROF_FN void add_param(int param, size_t sectors) {
+    if (start.size() <= (size_t)param) start.resize(param + 1, 0), words.resize(param + 1, 0);
+    size_t w = (sectors + 63) / 64;
+    if (words[param] >= w) return;
+    start[param] = bits.size();
+    words[param] = w;
+    bits.resize(bits.size() + w, 0);
+  }
+  AOTC_PROF_INLINE void add(int param, uintptr_t s) {
+    if (param >= 0 && (size_t)param < start.size() && s / 64 < words[param]) {
+      bits[start[param] + s / 64] |= 1ull << (s % 64);
+      return;
+    }
+    rest.insert((uint64_t)(param + 1) << 40 | s);
+  }
+  AOTC_PROF_FN uint64_t count() {
+    uint64_t n = rest.size();
+    for (size_t i = 0; i < bits.size(); i++) n += __builtin_popcountll(bits[i]);
+    return n;
   }
 };
 
 struct Totals {
-  uint64_t req[2] = {}, sectors[2] = {}, bytes[2] = {};  // [load, store]
-  uint64_t sh_req = 0, sh_wavefronts = 0, sh_phases = 0;
-  std::unordered_set<uint64_t> unique[2];               // (param << 40 | sector)
+  uint64_t req[2], sectors[2], bytes[2];  // [load, store]
+  uint64_t sh_req, sh_wavefronts, sh_phases;
+  Unique unique[2];
+  AOTC_PROF_FN void reset() {
+    for (int i = 0; i < 2; i++) req[i] = sectors[i] = bytes[i] = 0, unique[i].reset();
+    sh_req = sh_wavefronts = sh_phases = 0;
+  }
 };
 
 struct KernelPolicy {
@@ -83,8 +204,14 @@ struct Sampling {
 };
 
 struct PState {
-  std::unordered_map<uint64_t, uint32_t> occ;  // (tid << 48 | site) -> executions so far
-  std::unordered_map<Key, Group, KeyHash> groups;
+  unsigned threads = 0, warps = 0;  // per block
+  SiteIds sites;                    // per launch
+  Buf<uint32_t> occ;                // [site * threads + tid]: executions so far in the block
+  Buf<Buf<uint32_t>> gid;           // [site * warps + warp][occurrence]: group + 1, 0: none yet
+  Buf<GroupInfo> groups;            // the block's requests
+  Buf<Rec> recs, sorted;            // their accesses, in arrival order and by group
+  Buf<uint32_t> first;              // per group: where its accesses end in `sorted`
+  Buf<uint64_t> scratch;            // count_global / count_shared
   Totals t;
   unsigned grid[3] = {}, block[3] = {};
   Sampling sample;
@@ -93,66 +220,107 @@ struct PState {
 };
 inline PState g_prof;
 
-__attribute__((no_sanitize_address)) inline void record(uintptr_t off, int param, unsigned size, bool write,
-                                                        bool shared, uintptr_t site) {
+AOTC_PROF_FN void record(uintptr_t off, int param, unsigned size, bool write, bool shared, uintptr_t site) {
   PState &p = g_prof;
   unsigned tid = aotc_san::st().worker->cur_tid;
-  uint32_t &n = p.occ[(uint64_t)tid << 48 | (site & 0xffffffffffffull)];
-  Group &g = p.groups[Key{site, tid / 32, n++}];
+  bool fresh;
+  uint32_t sid = p.sites.get(site, fresh);
+  if (fresh) {
+    p.occ.resize((size_t)(sid + 1) * p.threads, 0);
+    p.gid.resize((size_t)(sid + 1) * p.warps, Buf<uint32_t>());
+  }
+  uint32_t n = p.occ[(size_t)sid * p.threads + tid]++;
+  Buf<uint32_t> &row = p.gid[(size_t)sid * p.warps + tid / 32];
+  if (n >= row.size()) row.resize(n + 1, 0);
+  if (!row[n]) {
+    p.groups.push({0, false, false});
+    row[n] = (uint32_t)p.groups.size();
+  }
+  GroupInfo &g = p.groups[row[n] - 1];
+  g.n++;
   g.shared = shared;
   g.write = write;
-  g.lanes.push_back({off, (uint8_t)(size > 255 ? 255 : size), (uint8_t)(tid % 32)});
+  p.recs.push({off, row[n] - 1, (uint8_t)(size > 255 ? 255 : size), (uint8_t)(tid % 32)});
   if (!shared) {
-    for (uintptr_t s = off >> 5; s <= (off + size - 1) >> 5; s++)
-      p.t.unique[write].insert((uint64_t)(param + 1) << 40 | s);
+    for (uintptr_t s = off >> 5; s <= (off + size - 1) >> 5; s++) p.t.unique[write].add(param, s);
   }
 }
 
-__attribute__((no_sanitize_address)) inline void count_global(const Group &g, Totals &t) {
-  std::vector<uintptr_t> sectors;
+AOTC_PROF_FN void count_global(const Rec *l, const Rec *e, bool write, Totals &t, Buf<uint64_t> &sectors) {
+  sectors.clear();
   uint64_t bytes = 0;
-  for (const Lane &l : g.lanes) {
-    bytes += l.size;
-    for (uintptr_t s = l.off >> 5; s <= (l.off + l.size - 1) >> 5; s++) sectors.push_back(s);
+  for (; l != e; l++) {
+    bytes += l->size;
+    for (uintptr_t s = l->off >> 5; s <= (l->off + l->size - 1) >> 5; s++) sectors.push(s);
   }
-  std::sort(sectors.begin(), sectors.end());
-  uint64_t n = std::unique(sectors.begin(), sectors.end()) - sectors.begin();
-  t.req[g.write]++;
-  t.sectors[g.write] += n;
-  t.bytes[g.write] += bytes < n * 32 ? bytes : n * 32;
+  small_sort(sectors.p, sectors.size());
+  uint64_t n = 0;
+  for (size_t i = 0; i < sectors.size(); i++) n += !i || sectors[i] != sectors[i - 1];
+  t.req[write]++;
+  t.sectors[write] += n;
+  t.bytes[write] += bytes < n * 32 ? bytes : n * 32;
 }
 
-__attribute__((no_sanitize_address)) inline void count_shared(const Group &g, Totals &t) {
+// Words are keyed (phase, bank, word): the distinct words of a bank in a phase are a run of keys.
+AOTC_PROF_FN void count_shared(const Rec *b, const Rec *e, Totals &t, Buf<uint64_t> &keys) {
   unsigned size = 0;
-  for (const Lane &l : g.lanes) size = l.size > size ? l.size : size;
+  for (const Rec *l = b; l != e; l++) size = l->size > size ? l->size : size;
   unsigned lanes_per_phase = size <= 4 ? 32 : size <= 8 ? 16 : 8;
-  std::vector<uintptr_t> words[4][32];  // [phase][bank]: distinct words
   bool used[4] = {};
-  for (const Lane &l : g.lanes) {
-    unsigned ph = l.lane / lanes_per_phase;
+  keys.clear();
+  for (const Rec *l = b; l != e; l++) {
+    uint64_t ph = l->lane / lanes_per_phase;
     used[ph] = true;
-    for (uintptr_t w = l.off >> 2; w <= (l.off + l.size - 1) >> 2; w++) words[ph][w % 32].push_back(w);
+    for (uintptr_t w = l->off >> 2; w <= (l->off + l->size - 1) >> 2; w++)
+      keys.push(ph << 62 | (uint64_t)(w % 32) << 56 | (w & ((1ull << 56) - 1)));
+  }
+  small_sort(keys.p, keys.size());
+  size_t most[4] = {1, 1, 1, 1};
+  for (size_t i = 0; i < keys.size();) {
+    uint64_t bank = keys[i] >> 56;
+    size_t n = 0;
+    for (uint64_t prev = ~0ull; i < keys.size() && keys[i] >> 56 == bank; prev = keys[i++])
+      n += keys[i] != prev;
+    unsigned ph = (unsigned)(bank >> 6);
+    most[ph] = n > most[ph] ? n : most[ph];
   }
   t.sh_req++;
   for (unsigned ph = 0; ph < 4; ph++) {
     if (!used[ph]) continue;
-    size_t most = 1;
-    for (auto &b : words[ph]) {
-      std::sort(b.begin(), b.end());
-      size_t n = std::unique(b.begin(), b.end()) - b.begin();
-      most = n > most ? n : most;
-    }
-    t.sh_wavefronts += most;
+    t.sh_wavefronts += most[ph];
     t.sh_phases++;
   }
 }
 
-// The block's requests are complete: count them.
-__attribute__((no_sanitize_address)) inline void block_end() {
+// The block's requests are complete: gather each one's accesses and count them.
+AOTC_PROF_FN void block_end() {
   PState &p = g_prof;
-  for (auto &kv : p.groups) (kv.second.shared ? count_shared : count_global)(kv.second, p.t);
+  size_t ng = p.groups.size();
+  if (ng) {
+    p.first.clear();
+    p.first.resize(ng, 0);
+    uint32_t at = 0;
+    for (size_t g = 0; g < ng; g++) p.first[g] = at, at += p.groups[g].n;
+    p.sorted.clear();
+    p.sorted.resize(p.recs.size(), Rec{});
+    for (size_t i = 0; i < p.recs.size(); i++) {  // first[g] ends at group g + 1's start
+      const Rec &r = p.recs[i];
+      p.sorted[p.first[r.group]++] = r;
+    }
+    const Rec *b = p.sorted.p;
+    for (size_t g = 0; g < ng; g++) {
+      const Rec *e = p.sorted.p + p.first[g];
+      if (p.groups[g].shared)
+        count_shared(b, e, p.t, p.scratch);
+      else
+        count_global(b, e, p.groups[g].write, p.t, p.scratch);
+      b = e;
+    }
+  }
   p.groups.clear();
-  p.occ.clear();
+  p.recs.clear();
+  for (size_t i = 0; i < p.occ.size(); i++) p.occ[i] = 0;
+  for (size_t i = 0; i < p.gid.size(); i++) p.gid[i].clear();
 }
 
 __attribute__((no_sanitize_address)) inline uint64_t splitmix(uint64_t x) {
@@ -268,13 +436,22 @@ __attribute__((no_sanitize_address)) inline bool skipped(uint64_t b) {
 
 __attribute__((no_sanitize_address)) inline void launch_begin(const aotc_emu::Launch *L) {
   PState &p = g_prof;
-  p.groups.clear();
+  const aotc_san::State &s = aotc_san::st();
+  p.threads = L->nthreads;
+  p.warps = (L->nthreads + 31) / 32;
+  p.sites.clear();
   p.occ.clear();
-  p.t = Totals();
+  for (size_t i = 0; i < p.gid.size(); i++) free(p.gid[i].p);
+  p.gid.clear();
+  p.groups.clear();
+  p.recs.clear();
+  p.t.reset();
+  for (const aotc_san::Region &reg : s.regions)
+    if (reg.param >= 0)
+      for (auto &u : p.t.unique) u.add_param(reg.param, (reg.hi - reg.lo + 31) / 32);
   unsigned g[3] = {L->grid.x, L->grid.y, L->grid.z}, b[3] = {L->block.x, L->block.y, L->block.z};
   for (int i = 0; i < 3; i++) p.grid[i] = g[i], p.block[i] = b[i];
   Sampling &sm = p.sample;
-  const aotc_san::State &s = aotc_san::st();
   parse_sampling(sm);
   choose_blocks(sm, s.kernel, p.grid, L->nblocks);
   auto it = sm.kernels.find(s.kernel);
@@ -287,7 +464,7 @@ __attribute__((no_sanitize_address)) inline void launch_begin(const aotc_emu::La
 __attribute__((no_sanitize_address)) inline void launch_end(const char *kernel) {
   PState &p = g_prof;
   block_end();
-  const Totals &t = p.t;
+  Totals &t = p.t;
   std::string blocks = ", \"blocks_run\": " + std::to_string(p.sample.run);  // at the line's end
   if (!p.sample.want.empty()) {
     blocks += ", \"sampled\": [";
@@ -305,9 +482,9 @@ __attribute__((no_sanitize_address)) inline void launch_end(const char *kernel) 
            kernel, p.grid[0], p.grid[1], p.grid[2], p.block[0], p.block[1], p.block[2],
            (unsigned long long)t.req[0], (unsigned long long)t.sectors[0], (unsigned long long)t.bytes[0],
            (unsigned long long)t.req[1], (unsigned long long)t.sectors[1], (unsigned long long)t.bytes[1],
-           (unsigned long long)t.unique[0].size(), (unsigned long long)t.unique[1].size(),
+           (unsigned long long)p.t.unique[0].count(), (unsigned long long)p.t.unique[1].count(),
            (unsigned long long)t.sh_req, (unsigned long long)t.sh_wavefronts, (unsigned long long)t.sh_phases);
-  p.t = Totals();
+  p.t.reset();
   p.sample.want.clear();
   std::string out = line + blocks + "}\n";
   std::lock_guard<std::mutex> g(p.mu);
