@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from aotc.ir.walk import walk
 from aotc.kernels.builder import touched_bytes
 
 MODEL_BOUND = 1.05
@@ -182,18 +183,10 @@ def _prologue_rereads(kernel) -> int:
     produced = {v: n for n in region.nodes for v in n.outputs}
     params = set(kernel.params[:-1])
     total = 0
-    for phase in kernel.norm_phases:
-        seen, stack, inputs = set(), [r.inputs[0] for r in phase], set()
-        while stack:
-            v = stack.pop()
-            if v in seen:
-                continue
-            seen.add(v)
-            if v in params:
-                inputs.add(v)
-            elif v in produced:
-                stack += list(produced[v].inputs)
-        total += sum(touched_bytes(v, region.nodes) for v in inputs)
+    for phase in kernel.norm_phases:        # the params each phase's reductions read, through the region
+        reached = walk([r.inputs[0] for r in phase],
+                       lambda v: produced[v].inputs if v in produced and v not in params else ())
+        total += sum(touched_bytes(v, region.nodes) for v in reached if v in params)
     return total
 
 
