@@ -87,7 +87,8 @@ def _kernel_entry(launch, c: dict, usage: dict, mixes: dict, sampled: bool = Fal
          "sectors_per_request": _ratio(c["load_sectors"] + c["store_sectors"],
                                        c["load_requests"] + c["store_requests"]),
          "unique_bytes": 32 * (c["unique_load_sectors"] + c["unique_store_sectors"]),
-         "modelled_bytes": launch.bytes}
+         "modelled_bytes": launch.bytes,
+         "atomic_requests": c.get("atomic_requests", 0)}    # apart from the stores, as Nsight Compute
     run, total = c["sampled_blocks"]
     if run < total:
         g["unique_bytes"] = None        # the sampled blocks' unique sectors do not scale (sampling.py)

@@ -103,6 +103,7 @@ def sampling_env(blocks: int, seed: int, policies: dict[str, dict]) -> dict[str,
 # sectors are not: blocks share inputs (a GEMM's B tile is read by a whole column of blocks), so the
 # sampled blocks' unique sectors do not scale with the grid; a sampled launch reports none.
 SUMMED = ("load_requests", "load_sectors", "load_bytes", "store_requests", "store_sectors", "store_bytes",
+          "atomic_requests", "atomic_sectors",
           "shared_requests", "shared_wavefronts", "shared_phases")
 
 

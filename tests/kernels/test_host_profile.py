@@ -72,6 +72,13 @@ extern "C" __global__ void looped(const float *x, float *y, int n) {
   y[threadIdx.x] = s;
 }
 
+// Lane i stores element i, then lane 0 bumps a counter (split-K's semaphore): the atomic is its own
+// class, as Nsight Compute counts it, and leaves the store efficiency at 100%.
+extern "C" __global__ void store_then_atomic(float *y, unsigned *counter) {
+  y[threadIdx.x] = (float)threadIdx.x;
+  if (threadIdx.x == 0) atomicAdd(counter, 1u);
+}
+
 // 256 threads: 40 load sites (more than the profiler's first site table holds), a loop that warp w runs
 // w + 1 times, a 2-way conflicted shared store and load, and a store by 8 lanes of each warp.
 #define LD(i) s += x[(i) * 256 + threadIdx.x];
@@ -88,7 +95,7 @@ extern "C" __global__ void many_sites(const float *x, float *y) {
 }
 """
 KERNELS = ["one_mma", "coalesced", "stride32", "broadcast", "column_read", "swizzled_column_read", "float4_shared",
-           "looped", "many_sites"]
+           "looped", "many_sites", "store_then_atomic"]
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +135,18 @@ def test_stride_32_touches_32_sectors_per_request(lib, rng):
     np.testing.assert_array_equal(y, x[::32])
     assert (c["load_requests"], c["load_sectors"], c["load_bytes"]) == (1, 32, 128)   # 12.5% efficiency
     assert (c["store_requests"], c["store_sectors"]) == (1, 4)
+
+
+def test_an_atomic_is_counted_apart_from_the_stores(lib, rng):
+    y = np.full(64, np.nan, np.float32)
+    counter = np.array([rng.integers(1000)], np.uint32)
+    before = int(counter[0])
+    c = run(lib, "store_then_atomic", 2, 32, [y, counter])
+    np.testing.assert_array_equal(y[:32], np.arange(32, dtype=np.float32))
+    assert counter[0] == before + 2
+    assert (c["store_requests"], c["store_sectors"], c["store_bytes"]) == (2, 8, 256)    # 100% efficient
+    assert (c["atomic_requests"], c["atomic_sectors"]) == (2, 2)
+    assert c["load_requests"] == 0
 
 
 def test_a_broadcast_load_is_one_sector_and_not_wasteful(lib, rng):

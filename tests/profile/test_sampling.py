@@ -73,11 +73,12 @@ def test_sampling_env_lists_full_and_filled_kernels():
 
 def test_scale_counters():
     c = {"grid": [4, 2, 1], "blocks_run": 2, "load_requests": 10, "load_sectors": 40, "load_bytes": 1280,
-         "store_requests": 3, "store_sectors": 12, "store_bytes": 300, "unique_load_sectors": 7,
-         "unique_store_sectors": 5, "shared_requests": 6, "shared_wavefronts": 9, "shared_phases": 6}
+         "store_requests": 3, "store_sectors": 12, "store_bytes": 300, "atomic_requests": 1, "atomic_sectors": 1,
+         "unique_load_sectors": 7, "unique_store_sectors": 5, "shared_requests": 6, "shared_wavefronts": 9,
+         "shared_phases": 6}
     s = scale_counters(c)
     assert s["sampled_blocks"] == [2, 8]
-    assert (s["load_requests"], s["store_bytes"], s["shared_wavefronts"]) == (40, 1200, 36)
+    assert (s["load_requests"], s["store_bytes"], s["shared_wavefronts"], s["atomic_requests"]) == (40, 1200, 36, 4)
     assert s["unique_load_sectors"] == 7      # not a sum over blocks: left as measured
     full = scale_counters(dict(c, blocks_run=8))
     assert full["sampled_blocks"] == [8, 8] and full["load_requests"] == 10

@@ -92,7 +92,8 @@ struct Rec {
 };
 struct GroupInfo {
   uint32_t n;  // accesses
-  bool shared, write;
+  bool shared;
+  uint8_t kind;  // global: 0 load, 1 store, 2 atomic
 };
 
 // Open-addressed site -> dense id.
@@ -175,12 +176,15 @@ struct Unique {
   }
 };
 
+// Atomics are a class of their own, as Nsight Compute counts them (op_atom/op_red, not op_st): a
+// split-K semaphore's 4-byte atomicAdd is no store that wastes 28 of its sector's 32 bytes.
 struct Totals {
-  uint64_t req[2], sectors[2], bytes[2];  // [load, store]
+  uint64_t req[3], sectors[3], bytes[3];  // [load, store, atomic]
   uint64_t sh_req, sh_wavefronts, sh_phases;
-  Unique unique[2];
+  Unique unique[2];                        // [read, written]: an atomic writes
   AOTC_PROF_FN void reset() {
-    for (int i = 0; i < 2; i++) req[i] = sectors[i] = bytes[i] = 0, unique[i].reset();
+    for (int i = 0; i < 3; i++) req[i] = sectors[i] = bytes[i] = 0;
+    for (int i = 0; i < 2; i++) unique[i].reset();
     sh_req = sh_wavefronts = sh_phases = 0;
   }
 };
@@ -220,7 +224,8 @@ struct PState {
 };
 inline PState g_prof;
 
-AOTC_PROF_FN void record(uintptr_t off, int param, unsigned size, bool write, bool shared, uintptr_t site) {
+AOTC_PROF_FN void record(uintptr_t off, int param, unsigned size, bool write, bool atomic, bool shared,
+                         uintptr_t site) {
   PState &p = g_prof;
   unsigned tid = aotc_san::st().worker->cur_tid;
   bool fresh;
@@ -233,20 +238,20 @@ AOTC_PROF_FN void record(uintptr_t off, int param, unsigned size, bool write, bo
   Buf<uint32_t> &row = p.gid[(size_t)sid * p.warps + tid / 32];
   if (n >= row.size()) row.resize(n + 1, 0);
   if (!row[n]) {
-    p.groups.push({0, false, false});
+    p.groups.push({0, false, 0});
     row[n] = (uint32_t)p.groups.size();
   }
   GroupInfo &g = p.groups[row[n] - 1];
   g.n++;
   g.shared = shared;
-  g.write = write;
+  g.kind = atomic ? 2 : write ? 1 : 0;
   p.recs.push({off, row[n] - 1, (uint8_t)(size > 255 ? 255 : size), (uint8_t)(tid % 32)});
   if (!shared) {
     for (uintptr_t s = off >> 5; s <= (off + size - 1) >> 5; s++) p.t.unique[write].add(param, s);
   }
 }
 
-AOTC_PROF_FN void count_global(const Rec *l, const Rec *e, bool write, Totals &t, Buf<uint64_t> &sectors) {
+AOTC_PROF_FN void count_global(const Rec *l, const Rec *e, int kind, Totals &t, Buf<uint64_t> &sectors) {
   sectors.clear();
   uint64_t bytes = 0;
   for (; l != e; l++) {
@@ -256,9 +261,9 @@ AOTC_PROF_FN void count_global(const Rec *l, const Rec *e, bool write, Totals &t
   small_sort(sectors.p, sectors.size());
   uint64_t n = 0;
   for (size_t i = 0; i < sectors.size(); i++) n += !i || sectors[i] != sectors[i - 1];
-  t.req[write]++;
-  t.sectors[write] += n;
-  t.bytes[write] += bytes < n * 32 ? bytes : n * 32;
+  t.req[kind]++;
+  t.sectors[kind] += n;
+  t.bytes[kind] += bytes < n * 32 ? bytes : n * 32;
 }
 
 // Words are keyed (phase, bank, word): the distinct words of a bank in a phase are a run of keys.
@@ -313,7 +318,7 @@ AOTC_PROF_FN void block_end() {
       if (p.groups[g].shared)
         count_shared(b, e, p.t, p.scratch);
       else
-        count_global(b, e, p.groups[g].write, p.t, p.scratch);
+        count_global(b, e, p.groups[g].kind, p.t, p.scratch);
       b = e;
     }
   }
@@ -477,11 +482,13 @@ __attribute__((no_sanitize_address)) inline void launch_end(const char *kernel) 
            "{\"kernel\": \"%s\", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], "
            "\"load_requests\": %llu, \"load_sectors\": %llu, \"load_bytes\": %llu, "
            "\"store_requests\": %llu, \"store_sectors\": %llu, \"store_bytes\": %llu, "
+           "\"atomic_requests\": %llu, \"atomic_sectors\": %llu, "
            "\"unique_load_sectors\": %llu, \"unique_store_sectors\": %llu, "
            "\"shared_requests\": %llu, \"shared_wavefronts\": %llu, \"shared_phases\": %llu",
            kernel, p.grid[0], p.grid[1], p.grid[2], p.block[0], p.block[1], p.block[2],
            (unsigned long long)t.req[0], (unsigned long long)t.sectors[0], (unsigned long long)t.bytes[0],
            (unsigned long long)t.req[1], (unsigned long long)t.sectors[1], (unsigned long long)t.bytes[1],
+           (unsigned long long)t.req[2], (unsigned long long)t.sectors[2],
            (unsigned long long)p.t.unique[0].count(), (unsigned long long)p.t.unique[1].count(),
            (unsigned long long)t.sh_req, (unsigned long long)t.sh_wavefronts, (unsigned long long)t.sh_phases);
   p.t.reset();

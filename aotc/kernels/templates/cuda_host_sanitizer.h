@@ -330,16 +330,16 @@ __attribute__((no_sanitize_address)) inline void shadow_access(uintptr_t a, unsi
 namespace aotc_san {
 
 // A profiling build counts the access (cuda_host_profile.h) instead of checking it.
-__attribute__((no_sanitize_address)) inline void profile(uintptr_t a, unsigned size, bool write,
+__attribute__((no_sanitize_address)) inline void profile(uintptr_t a, unsigned size, bool write, bool atomic,
                                                          uintptr_t site) {
   State &s = st();
   if ((a >= s.smem_lo && a < s.smem_hi) || (a >= s.dyn_lo && a < s.dyn_hi)) {
-    aotc_prof::record(a, -1, size, write, true, site);
+    aotc_prof::record(a, -1, size, write, atomic, true, site);
     return;
   }
   for (const Region &r : s.regions)
-    if (a >= r.lo && a < r.hi) return aotc_prof::record(a - r.lo, r.param, size, write, false, site);
-  if (s.regions.empty() && !private_address(a)) aotc_prof::record(a, -1, size, write, false, site);
+    if (a >= r.lo && a < r.hi) return aotc_prof::record(a - r.lo, r.param, size, write, atomic, false, site);
+  if (s.regions.empty() && !private_address(a)) aotc_prof::record(a, -1, size, write, atomic, false, site);
 }
 #endif
 
@@ -351,7 +351,7 @@ __attribute__((no_sanitize_address)) inline void check(uintptr_t a, unsigned siz
   if (a - (uintptr_t)f->map < f->map_size) return;  // the thread's own locals
   EmuScope scope;  // our own containers are instrumented too
 #ifdef AOTC_PROFILE
-  return profile(a, size, write, site);
+  return profile(a, size, write, atomic, site);
 #endif
   if ((size == 2 || size == 4 || size == 8 || size == 16) && a % size) {
     char d[96];
