@@ -73,9 +73,13 @@ def occupancy(usage: KernelResources, grid, block, dyn_smem: int, arch: str) -> 
     if warps > lim.max_warps:
         raise AotcError(f"block {tuple(block)} has {warps} warps, more than an {arch} SM holds ({lim.max_warps})")
     by: dict[str, int] = {"threads": lim.max_warps // warps, "blocks": lim.max_blocks}
+    # Registers go to warps in each partition; an SM holds (warps a partition's quarter of the file
+    # fits) x 4 warps, in whole blocks (cudaOccMaxBlocksPerSMRegsLimit). Rounding a block's warps up to
+    # the partitions is only the hardware's per-block check (resources.check_launch), not the SM's:
+    # 64-thread blocks at 128 registers are 8 an SM, not 4.
     per_warp = -(-max(usage.registers, 1) * 32 // lim.reg_alloc_unit) * lim.reg_alloc_unit
     warps_per_partition = lim.regs_per_sm // lim.sub_partitions // per_warp
-    by["registers"] = warps_per_partition // -(-warps // lim.sub_partitions)
+    by["registers"] = warps_per_partition * lim.sub_partitions // warps
     smem = -(-(usage.static_smem + dyn_smem) // lim.smem_alloc_unit) * lim.smem_alloc_unit
     by["shared memory"] = lim.smem_per_sm // (smem + lim.smem_reserved_per_block)
     limiter = min(by, key=lambda k: by[k])     # first of a tie, in the order above

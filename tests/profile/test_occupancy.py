@@ -20,6 +20,16 @@ def test_limited_by_registers():
     assert o.waves == pytest.approx(1000 / (2 * 132))
 
 
+def test_blocks_of_fewer_warps_than_partitions_share_them():
+    # 128 regs: 4 warps a partition, 16 an SM. 2-warp blocks: 8 of them (the hardware's per-block
+    # check rounds a block to 4 warps, but the SM allocates warps, not rounded blocks).
+    o = occupancy(usage(128), (1000,), (64,), 0, "sm_90")
+    assert (o.blocks_per_sm, o.warps_per_sm, o.limiter) == (8, 16, "registers")
+    # 1-warp blocks at 168 regs (5376 a warp): 3 warps a partition, 12 blocks; 3-warp blocks: 4.
+    assert occupancy(usage(168), (1000,), (32,), 0, "sm_80").blocks_per_sm == 12
+    assert occupancy(usage(168), (1000,), (96,), 0, "sm_80").blocks_per_sm == 4
+
+
 def test_register_allocation_rounds_up_per_warp():
     # 33 regs -> 1056 per warp, rounded to 1280: 12 warps per partition, 3 blocks of 16 warps.
     o = occupancy(usage(33), (1,), (512,), 0, "sm_80")
