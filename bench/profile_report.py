@@ -2,10 +2,11 @@
 
 Compiles ResNet-50 and BERT-base (random weights, aotc/bench/models/real.py) in
 fp32 and fp16 for sm_80 and sm_90 and prints per model: launches, the
-modelled-byte-weighted global load/store efficiency, the launches under 90%
-efficiency, bank conflicts in GEMM/conv/attention kernels, the launches with
-local memory (spills or local arrays), the launches under 25% theoretical
-occupancy on sm_90, and the predicted H200 time against the roofline floor.
+modelled-byte-weighted global load/store efficiency, the memory-bound launches
+(aotc/profile/model.py's `bound`) under 90% efficiency, bank conflicts in
+GEMM/conv/attention kernels, the launches with local memory (spills or local
+arrays), the launches under 25% theoretical occupancy on sm_90, and the
+predicted H200 time against the roofline floor.
 --kernels prints each launch's row.
 
 By default the models are reduced so that the serial profiling emulation runs
@@ -49,8 +50,9 @@ def summary(name: str, p: dict) -> str:
         pairs = [(k["global"][key], k["global"]["modelled_bytes"]) for k in ks if k["global"][key] is not None]
         total = sum(w for _, w in pairs)
         return sum(e * w for e, w in pairs) / total if total else 1.0
-    low = [k for k in ks if min(e for e in (k["global"]["load_efficiency"], k["global"]["store_efficiency"], 1.0)
-                                if e is not None) < 0.9]
+    low = [k for k in ks if k.get("bound") == "memory"
+           and min(e for e in (k["global"]["load_efficiency"], k["global"]["store_efficiency"], 1.0)
+                   if e is not None) < 0.9]
     conflicts = sum(k["shared"]["bank_conflicts"] for k in ks if k["kind"].startswith(HEAVY))
     heavy_acc = sum(k["shared"]["accesses"] for k in ks if k["kind"].startswith(HEAVY))
     spills = sum(1 for k in ks if any(v for v in k["spill_bytes"].values()))
@@ -58,7 +60,7 @@ def summary(name: str, p: dict) -> str:
     pred, floor = p["predicted_us"]["sm_90"], p["roofline_floor_us"]["sm_90"]
     return (f"{name:<18} {len(ks):>4} launches  modelled {ld / 1e6:8.2f} MB  "
             f"load eff {100 * weighted('load_efficiency'):5.1f}%  "
-            f"store eff {100 * weighted('store_efficiency'):5.1f}%  <90%: {len(low):>3}  "
+            f"store eff {100 * weighted('store_efficiency'):5.1f}%  mem-bound <90%: {len(low):>3}  "
             f"GEMM/conv/attn conflicts {conflicts} of {heavy_acc} smem requests  local memory in {spills}  "
             f"occ<25% {low_occ}  predicted {pred:9.2f} us  floor {floor:9.2f} us ({pred / max(floor, 1e-9):.2f}x)")
 

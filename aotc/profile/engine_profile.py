@@ -107,6 +107,7 @@ def _kernel_entry(launch, c: dict, usage: dict, mixes: dict, sampled: bool = Fal
         mix = (mixes.get(arch) or {}).get(launch.kernel)
         entry["sass"][arch] = mix
     mix90 = (mixes.get(PREDICTED_ARCH) or {}).get(launch.kernel)
+    entry["bound"] = model.bound(launch.kernel, launch.bytes, launch.flops)
     entry["predicted_us"][PREDICTED_ARCH] = round(
         model.predicted_s(launch.kernel, launch.bytes, launch.flops, c, mix90) * 1e6, 3)
     return entry
@@ -162,7 +163,7 @@ def format_profile(p: dict) -> str:
     head = f"{'kernel':<28} {'ld eff':>7} {'st eff':>7} {'sec/req':>7} {'smem acc':>8} {'conflicts':>9}"
     for a in archs:
         head += f" {'occ ' + a:>22} {'spill':>5} {'mma/ffma':>9}"
-    lines.append(head + f" {'pred us':>9}")
+    lines.append(head + f" {'bound':>7} {'pred us':>9}")
 
     def pct(x):
         return "-" if x is None else f"{100 * x:.1f}%"
@@ -178,7 +179,7 @@ def format_profile(p: dict) -> str:
             share = "-" if not mix or not mix["loop_instructions"] else \
                 f"{100 * mix['tensor_share']:.0f}/{100 * mix['ffma_share']:.0f}%"
             row += f" {occ:>22} {k['spill_bytes'].get(a, '-'):>5} {share:>9}"
-        lines.append(row + f" {k['predicted_us'][PREDICTED_ARCH]:>9.2f}")
+        lines.append(row + f" {k['bound']:>7} {k['predicted_us'][PREDICTED_ARCH]:>9.2f}")
     a = PREDICTED_ARCH
     lines.append(f"predicted H200 time {p['predicted_us'][a]:.2f} us over {len(p['kernels'])} launches; "
                  f"roofline floor {p['roofline_floor_us'][a]:.2f} us "

@@ -61,6 +61,15 @@ def sm_fill(grid, sms: int = SM_LIMITS["sm_90"].sms) -> float:
     return blocks / (sms * math.ceil(blocks / sms)) if blocks else 1.0
 
 
+def bound(kernel: str, nbytes: int, flops: int) -> str:
+    """"memory" where the kernel's modelled bytes take at least as long at full bandwidth as its FLOPs at
+    peak (its arithmetic intensity is at or below the ridge point), else "compute": the roofline's own
+    classification, from the kernel alone. The issue-20 target of >= 90% global efficiency is for the
+    memory-bound ones; a compute-bound kernel's sectors are hidden under its math."""
+    peak = H200_TC_FLOPS if uses_tensor_cores(kernel) else H200_FP32_FLOPS
+    return "memory" if nbytes / H200_BANDWIDTH >= flops / peak else "compute"
+
+
 def predicted_s(kernel: str, nbytes: int, flops: int, counts: dict | None, sass_mix: dict | None) -> float:
     """Seconds one launch of `kernel` takes on an H200 under the model above (the grid from `counts`)."""
     peak = H200_TC_FLOPS if uses_tensor_cores(kernel) else H200_FP32_FLOPS

@@ -4,17 +4,17 @@ from __future__ import annotations
 from bench.profile_report import summary
 
 
-def kernel(kind, load_eff, nbytes, conflicts=0, spill=0, occ=0.5):
-    return {"kind": kind, "global": {"load_efficiency": load_eff, "store_efficiency": 1.0, "modelled_bytes": nbytes},
+def kernel(kind, load_eff, nbytes, conflicts=0, spill=0, occ=0.5, bound="memory"):
+    return {"kind": kind, "bound": bound, "global": {"load_efficiency": load_eff, "store_efficiency": 1.0, "modelled_bytes": nbytes},
             "shared": {"accesses": 10, "bank_conflicts": conflicts}, "spill_bytes": {"sm_90": spill},
             "occupancy": {"sm_90": {"occupancy": occ}}}
 
 
 def test_summary_weights_by_bytes_and_counts_the_flagged_launches():
     p = {"kernels": [kernel("dot_mma", 1.0, 3000, conflicts=4, occ=0.125), kernel("ew", 0.5, 1000, spill=16),
-                     kernel("reduce", None, 0)],
+                     kernel("reduce", None, 0), kernel("conv", 0.5, 0, bound="compute")],
          "predicted_us": {"sm_90": 12.0}, "roofline_floor_us": {"sm_90": 4.0}}
     line = summary("m:fp16", p)
-    assert "3 launches" in line and "load eff  87.5%" in line and "<90%:   1" in line
-    assert "conflicts 4 of 10 smem requests" in line and "local memory in 1" in line and "occ<25% 1" in line
+    assert "4 launches" in line and "load eff  87.5%" in line and "mem-bound <90%:   1" in line
+    assert "conflicts 4 of 20 smem requests" in line and "local memory in 1" in line and "occ<25% 1" in line
     assert "(3.00x)" in line

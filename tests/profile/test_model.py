@@ -56,3 +56,10 @@ def test_a_grid_short_of_the_sms_pays_in_compute_not_in_memory():
     t_short = model.predicted_s("aotc_dot_mma_3", 1000, 790e9, short, mix) - model.LAUNCH_OVERHEAD_S
     assert t_full == pytest.approx(1e-3) and t_short == pytest.approx(1e-3 * 132 / 24)
     assert model.predicted_s("aotc_ew_1", 4.3e9, 0, short, None) == pytest.approx(1e-3 + model.LAUNCH_OVERHEAD_S)
+
+
+def test_bound_is_the_roofline_classification():
+    # 1 MB at 4.3 TB/s is 233 ns: 100 MFLOP on CUDA cores (60 TFLOP/s) take 1.7 us, on tensor cores 127 ns
+    assert model.bound("aotc_dot_x", 10**6, 10**8) == "compute"
+    assert model.bound("aotc_dot_mma_x", 10**6, 10**8) == "memory"
+    assert model.bound("aotc_loop_x", 10**6, 10**6) == "memory"
