@@ -19,6 +19,7 @@ from aotc.package.inspect import describe_engine
 from aotc.package.runtime_binding import Engine
 from tests.helpers.quantized import (distance, draw_feeds, expose_quantized, ort_qdq, ort_run, quantized_mismatch)
 from tests.helpers.rng import fresh_rng
+from tests.kernels.test_codegen_attention_int8 import near_tie
 
 pytest.importorskip("onnxruntime")
 
@@ -145,8 +146,15 @@ def test_modelopt_style_int8_attention_is_one_kernel_and_matches_onnxruntime(tmp
     assert [r.kind for r in result.regions].count("attention") == 1, [r.kind for r in result.regions]
     info = describe_engine((tmp_path / "a.engine").read_bytes())
     assert [k["math"] for k in info["kernels"] if k["name"].startswith(ATTENTION)] == ["int8"]
-    want = interpret(result.graph_optimized, feeds)
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5, err_msg=f"seed {seed}")
+    # equal to the interpreter but where a probability sits on a QuantizeLinear tie: the kernel's expf
+    # and row sum (a GPU's too) may round it the other way, moving its row by 1/127 x |V| <= 3/127
+    want, env = interpret(result.graph_optimized, feeds, return_env=True)
+    (unrounded,) = [n.inputs[0] for n in result.graph_optimized.nodes
+                    if n.op == "round_even" and n.inputs[0].shape == (b, h, s, s)]       # P x 127
+    ties = near_tie(env[unrounded]).sum(axis=3, keepdims=True)                         # per row
+    bound = 1e-5 + 1e-5 * np.abs(want[0]) + ties * 3.0 / 127
+    assert (np.abs(got[0] - want[0]) <= bound).all(), \
+        f"seed {seed}: {np.count_nonzero(np.abs(got[0] - want[0]) > bound)} outputs off beyond a tie"
     # 1.5e-7 when written; a probability whose f32 value lies within an ulp of a rounding tie may land one
     # quantum (1/127) apart from onnxruntime's, moving an output by up to 1/127 * max|V|
     assert distance(got, ort_run(model, feeds)) <= 3e-2, seed
