@@ -2,7 +2,8 @@
 // O[b, i, :] = softmax_j(f(Q[b, i, :] . K[b, :, j])) . V[b, j, :] for ${nbatch} batch entries (heads),
 // ${sq} queries, ${sk} keys, head dims ${dh} (QK) and ${dv} (V).
 // FlashAttention-2 forward on mma.m16n8k16 (f32 accumulate; aotc_mma.cuh, whose host fallback computes
-// the same fragments): a block of 4 warps owns 64 query rows, 16 a warp; Q (64 x ${dh}) and each tile of
+// the same fragments): a block of ${threads} / 32 warps owns ${rows} query rows, 16 a warp (fewer rows a block where
+// the grid would leave SMs idle: codegen_attention_mma.rows_per_block); Q (${rows} x ${dh}) and each tile of
 // ${bn} keys of K and V are staged per element by the region's loads (its prologue) into XOR-swizzled
 // shared memory (16-byte chunk c of row r at c ^ (r % 8): conflict-free for the 8 rows an ldmatrix phase
 // reads), and the fragments come by ldmatrix (V's transposed; Q's once a k step, not held in
@@ -30,23 +31,23 @@ __device__ __forceinline__ unsigned aotc_pack_bf16_(float lo, float hi) {
   return u;
 }
 #endif
-extern "C" __global__ void __launch_bounds__(128, ${min_blocks}) ${name}(${params}) {
+extern "C" __global__ void __launch_bounds__(${threads}, ${min_blocks}) ${name}(${params}) {
   __shared__ __align__(128) unsigned char aotc_smem[${smem_bytes}];
-  ${ctype} *Qs = reinterpret_cast<${ctype} *>(aotc_smem);            // 64 x ${dh}
-  ${ctype} *Ks = Qs + 64 * ${dh};                                      // ${bn} x ${dh}
+  ${ctype} *Qs = reinterpret_cast<${ctype} *>(aotc_smem);            // ${rows} x ${dh}
+  ${ctype} *Ks = Qs + ${rows} * ${dh};                                      // ${bn} x ${dh}
   ${ctype} *Vs = Ks + ${bn} * ${dh};                                   // ${bn} x ${dv}
-  float *Os = reinterpret_cast<float *>(aotc_smem);                   // 64 x (${dv} + 8), after the loop
+  float *Os = reinterpret_cast<float *>(aotc_smem);                   // ${rows} x (${dv} + 8), after the loop
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int r0 = 16 * warp;                            // this warp's first row of the block's 64
-  const ${idx_t} qtiles = (${sq} + 63) / 64;
+  const int r0 = 16 * warp;                            // this warp's first row of the block's ${rows}
+  const ${idx_t} qtiles = (${sq} + ${rows} - 1) / ${rows};
   for (${idx_t} tile = blockIdx.x; tile < (${idx_t})${nbatch} * qtiles; tile += gridDim.x) {
-    const ${idx_t} bh = tile / qtiles, i0 = (tile % qtiles) * 64;
+    const ${idx_t} bh = tile / qtiles, i0 = (tile % qtiles) * ${rows};
 ${batch_index}
     __syncthreads();                                   // the previous tile's Os is consumed
 #pragma unroll
-    for (int r = 0; r < 64 * ${dh} / 128; ++r) {
-      const int row = threadIdx.x / ${dh} + 128 / ${dh} * r;     // a warp along d: coalesced where d is
-      const ${idx_t} i = i0 + row, d = threadIdx.x % ${dh};
+    for (int r = 0; r < ${rows} * ${dh} / ${threads}; ++r) {
+      const int row = ${q_row};                        // a warp along d: coalesced where d is
+      const ${idx_t} i = i0 + row, d = ${q_col};
       float q = 0.0f;
       if (${row_in}) {
 ${load_q}
@@ -63,9 +64,9 @@ ${load_q}
     for (${idx_t} j0 = 0; j0 < ${sk}; j0 += ${bn}) {    // the main loop (kept rolled for a short sk too)
       __syncthreads();                                 // the previous key tile is consumed
 #pragma unroll
-      for (int r = 0; r < ${bn} * ${dh} / 128; ++r) {
-        const int jj = threadIdx.x / ${dh} + 128 / ${dh} * r;
-        const ${idx_t} j = j0 + jj, d = threadIdx.x % ${dh};
+      for (int r = 0; r < ${bn} * ${dh} / ${threads}; ++r) {
+        const int jj = ${q_row};
+        const ${idx_t} j = j0 + jj, d = ${q_col};
         float kv = 0.0f;
         if (${key_in}) {
 ${load_k}
@@ -73,9 +74,9 @@ ${load_k}
         Ks[jj * ${dh} + ((((int)d >> 3) ^ (jj & 7)) << 3) + ((int)d & 7)] = ${to_elt}(kv);
       }
 #pragma unroll
-      for (int r = 0; r < ${bn} * ${dv} / 128; ++r) {
-        const int jj = threadIdx.x / ${dv} + 128 / ${dv} * r;
-        const ${idx_t} j = j0 + jj, d = threadIdx.x % ${dv};
+      for (int r = 0; r < ${bn} * ${dv} / ${threads}; ++r) {
+        const int jj = ${v_row};
+        const ${idx_t} j = j0 + jj, d = ${v_col};
         float vv = 0.0f;
         if (${key_in}) {
 ${load_v}
@@ -168,9 +169,9 @@ ${score}
             make_float2(o[n][2 * h] / lrow[h], o[n][2 * h + 1] / lrow[h]);
     __syncthreads();
 #pragma unroll 4
-    for (int r = 0; r < 64 * ${dv} / 128; ++r) {
-      const int row = threadIdx.x / ${dv} + 128 / ${dv} * r;
-      const ${idx_t} i = i0 + row, d = threadIdx.x % ${dv};
+    for (int r = 0; r < ${rows} * ${dv} / ${threads}; ++r) {
+      const int row = ${v_row};
+      const ${idx_t} i = i0 + row, d = ${v_col};
       if (${row_in}) {
         const float accv = Os[row * (${dv} + 8) + (int)d];
 ${epilogue}
