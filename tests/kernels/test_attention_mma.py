@@ -213,3 +213,4 @@ def test_bert_engine_with_64_wide_heads_runs_the_mma_kernel(precision, tmp_path)
         got = outs[spec.name].astype(np.float64)
         err = float(np.max(np.abs(got - w)) / max(np.max(np.abs(w)), 1e-30))
         assert err <= {"fp16": 1e-2, "bf16": 5e-2}[precision], f"{spec.name}: rel error {err:.2e}"
+
