@@ -58,7 +58,7 @@ def tensor_core_attention(match) -> bool:
 def operand_epilogues(match, producer, users, outputs) -> set:
     """The elementwise nodes that a tensor-core attention region leaves to a GEMM's epilogue: reached from
     Q, K or V through VIEW_OPS only, reading the sole use of a GEMM's (non-output) result, every other input
-    a broadcast or a constant (a bias: what an epilogue takes)."""
+    a broadcast (a bias: what an epilogue takes; anything else might leave the op a kernel of its own)."""
     if not tensor_core_attention(match):
         return set()
     out, todo, seen = set(), [match.qk.inputs[0], match.qk.inputs[1], match.pv.inputs[1]], set()
@@ -80,4 +80,4 @@ def _bias_of_a_gemm(node, producer, users, outputs) -> bool:
     if len(gemm) != 1 or gemm[0] in outputs or len(users.get(gemm[0], [])) != 1:
         return False
     rest = [producer.get(v) for v in node.inputs if v is not gemm[0]]
-    return all(p is not None and p.op in ("broadcast_in_dim", "constant") for p in rest)
+    return all(p is not None and p.op == "broadcast_in_dim" for p in rest)
