@@ -38,7 +38,7 @@ from aotc.fusion.prologues import depthwise_prologue, expand_into_depthwise, lhs
 from aotc.fusion.region import (AttentionPayload, ConvPayload, GatedPayload, Region, dependents,
                                 region_inputs)
 from aotc.fusion.rules import ANCHOR_KINDS, loads_operands_repeatedly, prologue_accepts, rule_for
-from aotc.fusion.rules.attention import attention_refusal
+from aotc.fusion.rules.attention import attention_refusal, operand_epilogues
 from aotc.fusion.rules.conv import materialized_channel_pad, staged_depthwise
 from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Node, Value
@@ -200,6 +200,8 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
         # the int8 kernel loads 8-bit Q, K, V: the projections' requantize stays their GEMMs' epilogue
         operands = {*match.qk.inputs, match.pv.inputs[1]}
         restricted.update({n: True for n in match.nodes if n in (match.qk, match.pv) or operands & set(n.inputs)})
+    # a tensor-core attention copies plain views of its operands: a projection's bias add stays its GEMM's
+    left_out = operand_epilogues(match, producer, users, outputs) if match is not None else set()
     once = heavy and match is None and lhs_prologue_pays(anchor, users, producer, outputs)
     pre_reasons = list(reasons)
     depthwise = None
@@ -224,6 +226,9 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
         for v in node.inputs:
             p = producer.get(v)
             if p is None or p in members:
+                continue
+            if p in left_out:
+                reasons.append(f"{p.op} '{p.name}' left to its GEMM's epilogue: Q, K, V copied as views")
                 continue
             limited = restricted[node] and not (node is anchor and v is anchor.inputs[0] and once)
             why = _absorb_refusal(p, v, anchor if limited else None, anchor, allow_rows, root, users, members,

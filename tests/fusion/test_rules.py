@@ -1,5 +1,6 @@
 """The kernel families' fusion rules: anchors, accepted prologues, fit limits, read by fusion and kernels alike."""
 import numpy as np
+import pytest
 
 from aotc.fusion import rules
 from aotc.fusion.rules import conv as conv_rules
@@ -111,3 +112,37 @@ def test_f64_dots_and_convs_take_only_their_plain_double_kernels():
     assert not rules.plain_anchor(dwf_n) and not rules.plain_anchor(None)
     assert not conv_rules.staged_depthwise(dw_n)
     assert "f64 pointwise conv" in conv_rules.depthwise_project_fits(dwf_n, pw_n)
+
+
+def _projected_attention(other: str, dt: str = "f16"):
+    """Q = heads of (x . w + r) (1 x 40 tokens, 2 heads of 64), K and V inputs: r a broadcast bias, a residual
+    input ("residual") or a bias whose GEMM result is also a graph output ("output")."""
+    from tests.kernels.test_attention_mma import _const
+    from tests.kernels.test_codegen import _softmax
+    g = GraphBuilder()
+    x, w = g.input("x", (1, 40, 128), dt), g.input("w", (128, 128), dt)
+    y = g.add("dot_general", x, w, lhs_batch=(), rhs_batch=(), lhs_contract=(2,), rhs_contract=(0,))
+    if other == "residual":
+        r = g.input("r", (1, 40, 128), dt)
+    else:
+        r = g.add("broadcast_in_dim", g.input("bias", (128,), dt), shape=(1, 40, 128), broadcast_dimensions=(2,))
+    q = g.add("transpose", g.add("reshape", g.add("add", y, r), shape=(1, 40, 2, 64)), permutation=(0, 2, 1, 3))
+    k, v = g.input("k", (1, 2, 64, 40), dt), g.input("v", (1, 2, 40, 64), dt)
+    s = g.add("dot_general", q, k, lhs_batch=(0, 1), rhs_batch=(0, 1), lhs_contract=(3,), rhs_contract=(2,))
+    p = _softmax(g, g.add("mul", s, _const(g, 0.125, dt, s.shape)), (3,))
+    o = g.add("dot_general", p, v, lhs_batch=(0, 1), rhs_batch=(0, 1), lhs_contract=(3,), rhs_contract=(2,))
+    return g.build([o, y] if other == "output" else [o])
+
+
+@pytest.mark.parametrize("other,dt,left", [("bias", "f16", True), ("bias", "bf16", True), ("bias", "f32", False),
+                                           ("residual", "f16", False), ("output", "f16", False)])
+def test_a_projection_bias_stays_its_gemms_epilogue_only_for_the_tensor_core_attention(other, dt, left):
+    from aotc.fusion.regions import partition
+    from aotc.fusion.rules.attention import attention_refusal, operand_epilogues
+    from aotc.patterns.attention import classify
+    graph = _projected_attention(other, dt)
+    (match,) = classify(graph, attention_refusal)[0].values()
+    found = operand_epilogues(match, graph.producers(), graph.users(), set(graph.outputs))
+    assert [n.op for n in found] == (["add"] if left else [])
+    (att,) = [r for r in partition(graph) if r.kind == "attention"]
+    assert ("add" in [n.op for n in att.nodes if n not in match.nodes]) != left

@@ -1,6 +1,7 @@
 """The tensor-core flash-attention kernel (attention_mma.cu) on the host emulation vs the interpreter.
 
-Query and key counts cut the 64-row and 32-key (16 at dh 128) tiles (1, 17, 50, 64, 129); head dims 64 and 128, V's
+Query and key counts cut the 64-, 32- and 16-row (rows_per_block; forced where the grid would choose
+another) and 32-key (16 at dh 128) tiles (1, 17, 50, 64, 129); head dims 64 and 128, V's
 apart from Q's; Q/K/V arrive through transposes (prologue index math, per-element staging); the score
 chain carries a scale and an additive mask (BERT's (1 - m) * -10000) or a boolean Where with -inf
 (fully masked rows included: the interpreter's NaN); the arena is NaN-poisoned by run_on_host.
@@ -17,7 +18,7 @@ import pytest
 from aotc.fusion.regions import partition
 from aotc.ir.graph import GraphBuilder
 from aotc.ir.interpreter import interpret
-from aotc.kernels import codegen
+from aotc.kernels import codegen, codegen_attention_mma
 from aotc.kernels.nvrtc_compile import compile_device
 from aotc.kernels.resources import cubin_resources
 from tests.helpers.host_run import run_on_host
@@ -105,6 +106,39 @@ def test_mma_attention_matches_the_interpreter(b, h, sq, sk, dh, dv, dt, mask):
     np.testing.assert_allclose(g32, w32, rtol=0, atol=tol, err_msg=f"seed {seed}")
 
 
+@pytest.mark.parametrize("rows,b,h,sq,sk,dh,dv,dt,mask", [
+    (64, 2, 3, 17, 50, 64, 64, "f16", "add"),
+    (64, 2, 1, 129, 40, 128, 128, "bf16", "where"),
+    (32, 2, 2, 50, 33, 64, 64, "bf16", "where"),
+    (32, 1, 2, 65, 17, 128, 64, "f16", "add"),
+    (16, 2, 1, 33, 50, 64, 128, "f16", None),
+])
+def test_each_rows_per_block_matches_the_interpreter(rows, b, h, sq, sk, dh, dv, dt, mask, monkeypatch):
+    """Every block size on partial query tiles, masks and both head widths (the grid here would pick 16)."""
+    monkeypatch.setattr(codegen_attention_mma, "rows_per_block", lambda nbatch, sq: rows)
+    got, want, kernels, ins, seed = _run(b, h, sq, sk, dh, dv, dt, mask)
+    (kernel,) = kernels
+    assert kernel.block == (2 * rows, 1, 1) and kernel.grid[0] == b * h * -(-sq // rows)
+    g32, w32 = got.astype(np.float32), want.astype(np.float32)
+    assert (np.isnan(g32) == np.isnan(w32)).all(), f"NaN pattern differs (seed {seed})"
+    tol = 8 * UNIT[dt] * float(np.abs(ins[2].astype(np.float32)).max())
+    np.testing.assert_allclose(g32, w32, rtol=0, atol=tol, err_msg=f"seed {seed}")
+
+
+def test_rows_per_block_fills_the_sms_and_keeps_64_on_a_full_grid():
+    from aotc.ir.dims import DimRange, dim_ranges, sym
+    rows = codegen_attention_mma.rows_per_block
+    assert rows(12, 128) == 16                   # BERT-base, batch 1: 96 blocks, not 24
+    assert rows(24, 128) == 32                   # batch 2: 96 blocks of 32 (48 of 64 fill under half)
+    assert rows(48, 128) == 64                   # batch 4: 96 blocks of 64 already do
+    assert rows(384, 128) == 64                  # batch 32: 768 blocks of 64
+    assert rows(2, 1) == 16                      # nothing fills: the fewest rows
+    with dim_ranges({"batch": DimRange(1, 64)}):
+        assert rows(12 * sym("batch"), 128) == 64            # a dynamic count: the full-grid choice
+    with dim_ranges({"batch": DimRange(1, 1)}):
+        assert rows(12 * sym("batch"), 128) == 16            # pinned to 1 by a variant's bucket
+
+
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
 def test_inspect_shows_the_kernel_as_tensor_core_math(dt):
     from aotc.kernels.kernel_math import kernel_math
@@ -123,17 +157,21 @@ def test_other_head_dims_and_f32_keep_the_simt_kernel():
         assert kernel_math(kernel) == "f32"
 
 
+@pytest.mark.parametrize("b,rows", [(1, 16), (2, 32), (8, 64)])
 @pytest.mark.parametrize("dh", [64, 128])
-def test_mma_attention_compiles_without_local_memory(dh):
-    graph = mma_attention_graph(2, 12, 128, 128, dh, dh, "f16", "add")
+def test_mma_attention_compiles_without_local_memory(dh, b, rows):
+    """BERT-shaped (12 heads, 128 tokens) at batch 1, 2 and 8: each rows_per_block choice."""
+    graph = mma_attention_graph(b, 12, 128, 128, dh, dh, "f16", "add")
     kernels = [codegen.generate(graph, r) for r in partition(graph)]
+    assert [k.block for k in kernels if k.name.startswith("aotc_attention_mma_")] == [(2 * rows, 1, 1)]
     source = codegen.module_source(kernels)
     for arch in ("sm_80", "sm_90"):
         (res,) = [r for name, r in cubin_resources(compile_device(source, arch)).items()
                   if name.startswith("aotc_attention_mma_")]
         assert res.local_bytes == 0
-        # 65536 registers an SM: 4 blocks of 128 threads (25% occupancy) at dh 64, 3 (18.75%) at dh 128
-        assert res.registers <= (128 if dh == 64 else 168)
+        # 65536 registers an SM: 4 blocks of 128 threads (25% occupancy) at dh 64, 3 (18.75%) at dh 128; fewer
+        # rows only where the grid leaves an SM one block (min_blocks): 255, the most a thread has
+        assert res.registers <= ((128 if dh == 64 else 168) if rows == 64 else 255)
 
 
 def test_mma_attention_with_dynamic_batch_and_sequence():
@@ -175,3 +213,4 @@ def test_bert_engine_with_64_wide_heads_runs_the_mma_kernel(precision, tmp_path)
         got = outs[spec.name].astype(np.float64)
         err = float(np.max(np.abs(got - w)) / max(np.max(np.abs(w)), 1e-30))
         assert err <= {"fp16": 1e-2, "bf16": 5e-2}[precision], f"{spec.name}: rel error {err:.2e}"
+
