@@ -17,7 +17,8 @@ from aotc.bench.models import small
 from aotc.ir.interpreter import interpret
 from aotc.package.inspect import describe_engine
 from aotc.package.runtime_binding import Engine
-from tests.helpers.quantized import (distance, draw_feeds, expose_quantized, ort_qdq, ort_run, quantized_mismatch)
+from tests.helpers.quantized import (distance, draw_feeds, expose_quantized, first_departure, ort_qdq, ort_run,
+                                     quantized_mismatch)
 from tests.helpers.rng import fresh_rng
 from tests.kernels.test_codegen_attention_int8 import near_tie
 
@@ -60,9 +61,14 @@ def test_quantized_model_runs_int8_and_matches_onnxruntime(builder, symmetric, t
         assert (frac, worst) == (0.0, 0), seed                                  # expf: a probability within
     else:                                                                       # an ulp of a rounding tie
         assert frac <= 1 / 200 and worst <= 2, (seed, frac, worst)              # moves a row by a quantum
+    # onnxruntime breaks a rounding tie the other way now and then (MLAS's sums and requantize, an
+    # AveragePool's order): the first quantized tensor where it departs from aotc differs by one quantum
+    # in a few elements, and what follows inherits it (seed 621455350: one element of layer 0's FFN
+    # output, then 24% of layer 1's, the interpreter with aotc throughout), so the rest is held to the
+    # final output's distance
     ref = ort_run(qdq, feeds)
-    frac, worst = quantized_mismatch(got, ref)
-    assert frac <= 0.01 and worst <= 4, (seed, frac, worst)
+    departure = first_departure(got, ref)
+    assert departure is None or (departure[1] <= 0.01 and departure[2] <= 1), (seed, departure)
     assert distance(got[:1], ref[:1]) <= 3e-2, seed
 
 

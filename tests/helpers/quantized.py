@@ -116,6 +116,17 @@ def quantized_mismatch(got: list, ref: list) -> tuple[float, int]:
     return sum(int(np.count_nonzero(d)) for d in diffs) / max(total, 1), max((int(d.max()) for d in diffs), default=0)
 
 
+def first_departure(got: list, ref: list) -> tuple[int, float, int] | None:
+    """(output index, fraction of elements that differ, largest difference in quanta) of the first integer
+    output, in graph order, where `got` and `ref` differ; None where none does."""
+    for i, (g, r) in enumerate(zip(got, ref)):
+        g, r = np.asarray(g), np.asarray(r)
+        if r.dtype.kind in "iu" and not np.array_equal(g, r):
+            d = np.abs(g.astype(np.int64) - r.astype(np.int64))
+            return i, float(np.count_nonzero(d)) / d.size, int(d.max())
+    return None
+
+
 def qdq_conv_model(zx: int, weight_zp: int = 0, modelopt: bool = False) -> onnx.ModelProto:
     """x -> Q/DQ (i8, zero point zx) -> Conv 3x3 pad 1 with per-channel weights (int8 initializer, or a float
     weight behind Q -> DQ as ModelOpt writes it) -> Relu."""
