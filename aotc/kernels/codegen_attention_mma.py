@@ -2,8 +2,8 @@
 
 The SIMT kernel (codegen_attention.py) spends BERT-base fp16's attention on
 FFMAs, one warp per query row; this one runs both products on mma.m16n8k16
-with f32 accumulation, FlashAttention-2 style: 16 query rows a warp, 1, 2 or 4
-warps a block (`rows_per_block`: fewer where the grid would leave SMs idle),
+with f32 accumulation, FlashAttention-2 style: 16 query rows a warp, 4 warps
+a block (`rows_per_block`; the template also takes 1 or 2),
 K/V tiles of `key_tile` keys in swizzled shared memory. The region's pieces
 are the SIMT kernel's: the same Q/K/V loads (its prologue, per
 element as they are staged), the same score chain per (query, key) with the
@@ -16,19 +16,17 @@ An operand that is a plain view of a buffer is copied by 16-byte cp.async
 (attention_views.py; BERT's Q, K and V, column slices of the QKV GEMM's
 output once the fusion rule leaves the bias add to that GEMM's epilogue),
 the rest staged per element: BERT-base fp16's attention went from 2.72 to
-0.38 us predicted (batch 1, 16 rows a block) with all three copied.
+1.41 us of kernel time predicted (batch 1) with all three copied.
 """
 from __future__ import annotations
 
 from aotc.fusion.rules.attention import MMA_HEAD_DIMS, tensor_core_attention
-from aotc.fusion.rules.target import TARGET_SMS
 from aotc.ir import dims as D
 from aotc.ir import dtypes
 from aotc.kernels.attention_views import aligned_test, copy_code, operand_views
 from aotc.kernels.builder import MAX_GRID, Kernel, KernelBuilder
 from aotc.kernels.codegen_attention import operand_loads
 from aotc.kernels.template import instantiate, template_slots
-from aotc.kernels.split_k import FILL_SHARE
 
 HEAD_DIMS = MMA_HEAD_DIMS   # 16-byte chunks a row: 8 or 16, so the XOR swizzle (chunk ^ row % 8) stays in the row
 ROW_CHOICES = (64, 32, 16)  # query rows a block: 4, 2 or 1 warps of 16 rows
@@ -50,29 +48,22 @@ def key_tile(dh: int, dv: int) -> int:
 
 
 def rows_per_block(nbatch, sq) -> int:
-    """Query rows a block: the most of ROW_CHOICES whose grid (nbatch x ceil(sq / rows) blocks) gives FILL_SHARE
-    of the SMs a block, as split_k.choose_tiling picks a GEMM's tile; where none does, the fewest. BERT-base
-    at batch 1 (12 heads x 128 queries) takes 16 rows: 96 blocks instead of 24 on 132 SMs, 1.38 us predicted
-    against 1.72 at 32 rows and 2.41 at 64 (Q, K, V copied); at batch 32, 64.
-    A block of fewer warps stages the same K/V tiles with fewer threads, so each warp's share of the staging
-    grows as its share of the SMs does: worth it only while SMs sit idle. A dynamic count (None from
-    D.known) keeps 64, right where the range is large; a variant's bucket that pins batch 1 (variants.py)
-    chooses again."""
-    nb, s = D.known(nbatch), D.known(sq)
-    if nb is None or s is None:
-        return ROW_CHOICES[0]
-    for rows in ROW_CHOICES:
-        if nb * -(-s // rows) >= FILL_SHARE * TARGET_SMS:
-            return rows
-    return ROW_CHOICES[-1]
+    """Query rows a block: 64 (4 warps). The kernel also runs 32 and 16 (2 and 1 warps; the tests force
+    them), but fewer rows a block only spread the same warps over more SMs: each warp runs on one of an
+    SM's 4 partitions, and those partitions hold the tensor cores, so 96 one-warp blocks keep the 96
+    partitions busy that 24 four-warp blocks do (profile/model.py's sm_fill), while each block re-reads
+    the K/V tiles for fewer rows. BERT-base fp16 at batch 1, Q/K/V copied: 2.41 us predicted at 64 rows
+    against 2.50 at 16, and no launch under 25% occupancy (16 rows: 146 registers, 12 warps an SM).
+    A block-count fill term had shown 16 rows 1.7x faster. More partitions at a small grid need the keys
+    split among a block's warps (or flash-decoding's split over blocks), not fewer rows."""
+    return ROW_CHOICES[0]
 
 
 def min_blocks(dh: int, dv: int, rows: int = ROW_CHOICES[0]) -> int:
     """Blocks an SM the registers must allow (__launch_bounds__): 4 (25% occupancy) for 64-wide heads, which
     fit 128 registers unforced (96 on sm_90 for BERT-base); 3 (18.75%) for 128-wide ones (key_tile); 4 spills.
-    Fewer rows a block: 1. rows_per_block takes them only for a grid of fewer blocks than SMs (under half of
-    TARGET_SMS at twice the rows), so an SM holds one, and each warp stages 2 or 4 times the K/V elements:
-    BERT-base's one-warp kernel held to 128 registers (16 blocks) spilled 688 bytes on sm_80."""
+    Fewer rows a block (forced; rows_per_block keeps 64): 1, as each warp stages 2 or 4 times the K/V
+    elements: BERT-base's one-warp kernel held to 128 registers (16 blocks) spilled 688 bytes on sm_80."""
     if rows < ROW_CHOICES[0]:
         return 1
     return 4 if max(dh, dv) <= 64 else 3

@@ -17,10 +17,13 @@ without them a max-pool, which has no FFMA at all, was charged at the 1%
 floor (ResNet-50's at batch 32: 183 us where its bytes take 15). The launch overhead is what one kernel node of a
 CUDA graph costs on Hopper-class parts.
 
-SM fill: the math units are per SM, and a block runs on one SM, so a grid of
-B blocks on S SMs keeps them busy B / (S x ceil(B / S)) of the time (24 blocks
-use 24 of 132 SMs: 18%; 200 blocks run as a full round and a 68-block tail:
-76%). Memory has no such term: how few SMs saturate HBM depends on the bytes
+SM fill: the math units are per SM partition (4 an SM, each with its own
+tensor core and FMA pipes), a warp runs on one partition and a block on one
+SM, so a grid of B blocks of W warps keeps U = B x min(W, 4) of the 4 x S
+partitions busy, U / (4S x ceil(U / 4S)) of the time (24 blocks of 4 warps
+use 96 of 528: 18%, as do 96 blocks of one warp; 200 four-warp blocks run as
+a full round and a 68-block tail: 76%). Counting blocks alone, a one-warp
+block looked like a whole SM's math. Memory has no such term: how few SMs saturate HBM depends on the bytes
 each keeps in flight, which only a GPU can calibrate. Occupancy (blocks per
 SM) has none either: the model is the floor the kernel's own access
 pattern, code and grid allow.
@@ -55,10 +58,18 @@ def issue_efficiency(kernel: str, sass_mix: dict | None) -> float:
     return max(min(1.0, share / MATH_SHARE_FOR_PEAK[unit]), 0.01)
 
 
-def sm_fill(grid, sms: int = SM_LIMITS["sm_90"].sms) -> float:
-    """The share of SM time a grid's blocks keep busy: B / (S x ceil(B / S)); 1 when the grid is unknown."""
+PARTITIONS = 4     # warp schedulers (and tensor cores) an SM, sm_80 and sm_90
+
+
+def sm_fill(grid, block=None, sms: int = SM_LIMITS["sm_90"].sms) -> float:
+    """The share of the SM partitions' time a grid keeps busy: U / (4S x ceil(U / 4S)) with U = blocks x
+    min(warps a block, 4); 1 when the grid is unknown (a block of unknown size counts as 4 warps)."""
     blocks = math.prod(grid) if grid else 0
-    return blocks / (sms * math.ceil(blocks / sms)) if blocks else 1.0
+    if not blocks:
+        return 1.0
+    warps = min(PARTITIONS, -(-math.prod(block) // 32)) if block else PARTITIONS
+    units, slots = blocks * warps, PARTITIONS * sms
+    return units / (slots * math.ceil(units / slots))
 
 
 def bound(kernel: str, nbytes: int, flops: int) -> str:
@@ -74,6 +85,6 @@ def predicted_s(kernel: str, nbytes: int, flops: int, counts: dict | None, sass_
     """Seconds one launch of `kernel` takes on an H200 under the model above (the grid from `counts`)."""
     peak = H200_TC_FLOPS if uses_tensor_cores(kernel) else H200_FP32_FLOPS
     memory = nbytes / (H200_BANDWIDTH * max(global_efficiency(counts), 1e-3))
-    fill = sm_fill((counts or {}).get("grid"))
+    fill = sm_fill((counts or {}).get("grid"), (counts or {}).get("block"))
     compute = flops / (peak * issue_efficiency(kernel, sass_mix) * fill)
     return max(memory, compute) + LAUNCH_OVERHEAD_S

@@ -1,7 +1,7 @@
 """The tensor-core flash-attention kernel (attention_mma.cu) on the host emulation vs the interpreter.
 
-Query and key counts cut the 64-, 32- and 16-row (rows_per_block; forced where the grid would choose
-another) and 32-key (16 at dh 128) tiles (1, 17, 50, 64, 129); head dims 64 and 128, V's
+Query and key counts cut the 64-, 32- and 16-row (rows_per_block; 32 and 16 forced: the policy keeps 64)
+and 32-key (16 at dh 128) tiles (1, 17, 50, 64, 129); head dims 64 and 128, V's
 apart from Q's; Q/K/V arrive through transposes (prologue index math, per-element staging); the score
 chain carries a scale and an additive mask (BERT's (1 - m) * -10000) or a boolean Where with -inf
 (fully masked rows included: the interpreter's NaN); the arena is NaN-poisoned by run_on_host.
@@ -125,18 +125,13 @@ def test_each_rows_per_block_matches_the_interpreter(rows, b, h, sq, sk, dh, dv,
     np.testing.assert_allclose(g32, w32, rtol=0, atol=tol, err_msg=f"seed {seed}")
 
 
-def test_rows_per_block_fills_the_sms_and_keeps_64_on_a_full_grid():
+def test_rows_per_block_is_64_at_every_grid():
+    """Fewer rows a block add no SM partitions (profile/model.py's sm_fill): 64 at batch 1 and 32, static or not."""
     from aotc.ir.dims import DimRange, dim_ranges, sym
     rows = codegen_attention_mma.rows_per_block
-    assert rows(12, 128) == 16                   # BERT-base, batch 1: 96 blocks, not 24
-    assert rows(24, 128) == 32                   # batch 2: 96 blocks of 32 (48 of 64 fill under half)
-    assert rows(48, 128) == 64                   # batch 4: 96 blocks of 64 already do
-    assert rows(384, 128) == 64                  # batch 32: 768 blocks of 64
-    assert rows(2, 1) == 16                      # nothing fills: the fewest rows
+    assert rows(12, 128) == rows(384, 128) == rows(2, 1) == 64
     with dim_ranges({"batch": DimRange(1, 64)}):
-        assert rows(12 * sym("batch"), 128) == 64            # a dynamic count: the full-grid choice
-    with dim_ranges({"batch": DimRange(1, 1)}):
-        assert rows(12 * sym("batch"), 128) == 16            # pinned to 1 by a variant's bucket
+        assert rows(12 * sym("batch"), 128) == 64
 
 
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
@@ -159,8 +154,9 @@ def test_other_head_dims_and_f32_keep_the_simt_kernel():
 
 @pytest.mark.parametrize("b,rows", [(1, 16), (2, 32), (8, 64)])
 @pytest.mark.parametrize("dh", [64, 128])
-def test_mma_attention_compiles_without_local_memory(dh, b, rows):
-    """BERT-shaped (12 heads, 128 tokens) at batch 1, 2 and 8: each rows_per_block choice."""
+def test_mma_attention_compiles_without_local_memory(dh, b, rows, monkeypatch):
+    """BERT-shaped (12 heads, 128 tokens) at batch 1, 2 and 8, each block size (32 and 16 rows forced)."""
+    monkeypatch.setattr(codegen_attention_mma, "rows_per_block", lambda nbatch, sq: rows)
     graph = mma_attention_graph(b, 12, 128, 128, dh, dh, "f16", "add")
     kernels = [codegen.generate(graph, r) for r in partition(graph)]
     assert [k.block for k in kernels if k.name.startswith("aotc_attention_mma_")] == [(2 * rows, 1, 1)]
@@ -170,7 +166,7 @@ def test_mma_attention_compiles_without_local_memory(dh, b, rows):
                   if name.startswith("aotc_attention_mma_")]
         assert res.local_bytes == 0
         # 65536 registers an SM: 4 blocks of 128 threads (25% occupancy) at dh 64, 3 (18.75%) at dh 128; fewer
-        # rows only where the grid leaves an SM one block (min_blocks): 255, the most a thread has
+        # rows a block (min_blocks 1): 255, the most a thread has
         assert res.registers <= ((128 if dh == 64 else 168) if rows == 64 else 255)
 
 

@@ -45,6 +45,16 @@ def test_one_flop_instructions_count_half_an_ffma():
                                        ((6, 4, 11), 1.0), ((1, 1, 1), 1 / 132), (None, 1.0)])
 def test_sm_fill_is_the_share_of_sm_time_the_grid_keeps_busy(grid, fill):
     assert model.sm_fill(grid) == pytest.approx(fill)
+    assert model.sm_fill(grid, (128, 1, 1)) == pytest.approx(fill)          # 4 warps: a whole SM's partitions
+
+
+def test_sm_fill_counts_partitions_not_blocks():
+    """A one-warp block runs on one of an SM's 4 partitions: 96 of them use the tensor cores 24 four-warp
+    blocks use; 8 warps fill no more than 4."""
+    assert model.sm_fill((96, 1, 1), (32, 1, 1)) == pytest.approx(model.sm_fill((24, 1, 1), (128, 1, 1)))
+    assert model.sm_fill((96, 1, 1), (32, 1, 1)) == pytest.approx(96 / 528)
+    assert model.sm_fill((264, 1, 1), (64, 1, 1)) == pytest.approx(1.0)    # 2 two-warp blocks an SM
+    assert model.sm_fill((24, 1, 1), (256, 1, 1)) == pytest.approx(24 / 132)
 
 
 def test_a_grid_short_of_the_sms_pays_in_compute_not_in_memory():

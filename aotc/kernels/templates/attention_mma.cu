@@ -2,8 +2,8 @@
 // O[b, i, :] = softmax_j(f(Q[b, i, :] . K[b, :, j])) . V[b, j, :] for ${nbatch} batch entries (heads),
 // ${sq} queries, ${sk} keys, head dims ${dh} (QK) and ${dv} (V).
 // FlashAttention-2 forward on mma.m16n8k16 (f32 accumulate; aotc_mma.cuh, whose host fallback computes
-// the same fragments): a block of ${threads} / 32 warps owns ${rows} query rows, 16 a warp (fewer rows a block where
-// the grid would leave SMs idle: codegen_attention_mma.rows_per_block); Q (${rows} x ${dh}) and each tile of
+// the same fragments): a block of ${threads} / 32 warps owns ${rows} query rows, 16 a warp (64 rows, 4 warps: codegen_attention_mma.rows_per_block;
+// the tests run 16 and 32 too); Q (${rows} x ${dh}) and each tile of
 // ${bn} keys of K and V are copied by cp.async where a plain aligned view (attention_views.py), else staged
 // per element by the region's loads (its prologue), into XOR-swizzled
 // shared memory (16-byte chunk c of row r at c ^ (r % 8): conflict-free for the 8 rows an ldmatrix phase
