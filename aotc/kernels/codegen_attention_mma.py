@@ -48,23 +48,54 @@ def key_tile(dh: int, dv: int) -> int:
 
 
 def rows_per_block(nbatch, sq) -> int:
-    """Query rows a block: 64 (4 warps). The kernel also runs 32 and 16 (2 and 1 warps; the tests force
-    them), but fewer rows a block only spread the same warps over more SMs: each warp runs on one of an
-    SM's 4 partitions, and those partitions hold the tensor cores, so 96 one-warp blocks keep the 96
-    partitions busy that 24 four-warp blocks do (profile/model.py's sm_fill), while each block re-reads
-    the K/V tiles for fewer rows. BERT-base fp16 at batch 1, Q/K/V copied: 2.41 us predicted at 64 rows
-    against 2.50 at 16, and no launch under 25% occupancy (16 rows: 146 registers, 12 warps an SM).
-    A block-count fill term had shown 16 rows 1.7x faster. More partitions at a small grid need the keys
-    split among a block's warps (or flash-decoding's split over blocks), not fewer rows."""
+    """Query rows a block where its warps share the keys: 64 (4 warps). The kernel also runs 32 and 16 (2 and
+    1 warps; the tests force them), but fewer rows a block only spread the same warps over more SMs: each warp
+    runs on one of an SM's 4 partitions, and those partitions hold the tensor cores, so 96 one-warp blocks
+    keep the 96 partitions busy that 24 four-warp blocks do (profile/model.py's sm_fill), while each block
+    re-reads the K/V tiles for fewer rows. BERT-base fp16 at batch 1, Q/K/V copied: 2.41 us predicted at 64
+    rows against 2.50 at 16, and no launch under 25% occupancy (16 rows: 146 registers, 12 warps an SM).
+    More partitions at a small grid come from splitting the keys among a block's warps (key_splits)."""
     return ROW_CHOICES[0]
 
 
-def min_blocks(dh: int, dv: int, rows: int = ROW_CHOICES[0]) -> int:
+SPLIT_CHOICES = (1, 2, 4)   # warps of a 4-warp block sharing each row group's keys: 64, 32 or 16 rows a block
+SPLIT_GAIN = 1.25           # the SM fill a key split must multiply to be taken (see key_splits)
+
+
+def key_splits(nbatch, sq) -> int:
+    """Warps of a 4-warp block that split the keys of the same 16-row groups (1: the 64-row form; 2: 32 rows;
+    4: 16 rows), each running the online softmax over its share and merging (m, l, O) in shared memory. The
+    grid grows by the split and so does SM fill (profile/model.py's sm_fill: blocks x 4 warps of the 528
+    partitions): BERT-base at batch 1 (12 heads, 128 queries) is 24 blocks, 96 partitions (18%), split 4
+    ways 96 blocks, 384 (73%). A split re-reads each K/V tile for fewer rows and adds the merge, so it is
+    taken only where it raises the fill by SPLIT_GAIN (at batch 32, 768 blocks fill 97% as 3072 do). Only
+    the warps with query rows count (fewer than 64 queries leave row groups of the 64-row block idle, so a
+    split pays there at any grid: one query is one busy warp, or four splitting its keys). A dynamic grid
+    is judged at its largest (the range's upper bound), where the time is."""
+    from aotc.profile.model import sm_fill
+    heads, queries = D.upper(nbatch), D.upper(sq)
+
+    def fill(s: int) -> float:
+        rows = ROW_CHOICES[0] // s
+        busy = min(-(-queries // 16), rows // 16) * s           # warps a block with rows to run
+        return sm_fill((heads * -(-queries // rows),), (32 * busy,))
+    fills = {s: fill(s) for s in SPLIT_CHOICES}
+    best = max(SPLIT_CHOICES, key=lambda s: (fills[s], -s))
+    return best if fills[best] >= SPLIT_GAIN * fills[1] else 1
+
+
+def block_form(nbatch, sq) -> tuple[int, int]:
+    """(query rows a block, key splits): warps = rows / 16 x splits (the tests force any form here)."""
+    splits = key_splits(nbatch, sq)
+    return (rows_per_block(nbatch, sq), 1) if splits == 1 else (ROW_CHOICES[0] // splits, splits)
+
+
+def min_blocks(dh: int, dv: int, rows: int = ROW_CHOICES[0], splits: int = 1) -> int:
     """Blocks an SM the registers must allow (__launch_bounds__): 4 (25% occupancy) for 64-wide heads, which
     fit 128 registers unforced (96 on sm_90 for BERT-base); 3 (18.75%) for 128-wide ones (key_tile); 4 spills.
-    Fewer rows a block (forced; rows_per_block keeps 64): 1, as each warp stages 2 or 4 times the K/V
+    Fewer warps a block (forced; the policy's blocks have 4): 1, as each warp stages 2 or 4 times the K/V
     elements: BERT-base's one-warp kernel held to 128 registers (16 blocks) spilled 688 bytes on sm_80."""
-    if rows < ROW_CHOICES[0]:
+    if rows // 16 * splits < 4:
         return 1
     return 4 if max(dh, dv) <= 64 else 3
 
@@ -109,22 +140,88 @@ def generate_attention_mma(b: KernelBuilder) -> Kernel:
     em_e = b.emitter(indent=8, overrides={out: "accv"})
     b.store_root(em_e, b.root_index(em_e, list(batch_idx) + ["i", "d"]))
     bn = key_tile(m.dh, m.dv)
-    rows = rows_per_block(nbatch, m.sq)
-    threads = 2 * rows                                          # a warp per 16 rows
-    staged = 2 * (rows * m.dh + bn * m.dh + bn * m.dv)          # Q, K and V tiles of b16
+    rows, splits = block_form(nbatch, m.sq)
+    groups = rows // 16
+    threads, kstage = 32 * groups * splits, splits * bn        # a warp per 16 rows and key share
+    staged = 2 * (rows * m.dh + kstage * m.dh + kstage * m.dv)  # Q, K and V tiles of b16
+    merged = splits * rows * (m.dv + 8) * 4                     # each key share's O, after the loop
     slots = dict(batch_index=em_b.text(), load_q=load_q, load_k=load_k, load_v=load_v, score=em_s.text(),
                  epilogue=em_e.text(), nbatch=nbatch, sq=m.sq, sk=m.sk, dh=m.dh, dv=m.dv, bn=bn, elt=elt,
                  ctype=ctype, to_elt=to_elt, q_frag=_q_fragment(m.dh), row_in=_inside("i", m.sq, rows),
-                 key_in=_inside("j", m.sk, bn), min_blocks=min_blocks(m.dh, m.dv, rows), rows=rows,
-                 threads=threads, smem_bytes=max(staged, rows * (m.dv + 8) * 4))
+                 key_in=_inside("j", m.sk, kstage), min_blocks=min_blocks(m.dh, m.dv, rows, splits), rows=rows,
+                 threads=threads, kstage=kstage, splits=splits)
+    if splits == 1:
+        slots.update(r0="16 * warp", kb="0", merge_smem="", smem_bytes=max(staged, merged),
+                     finish=_normalize(m.dv), o_value=f"Os[row * ({m.dv} + 8) + (int)d]")
+    else:
+        ml_at = -(-max(staged, merged) // 16) * 16
+        slots.update(r0=f"16 * (warp % {groups})", kb=f"{bn} * (warp / {groups})",
+                     merge_smem=(f"  float *Ms = reinterpret_cast<float *>(aotc_smem + {ml_at}), *Ls = Ms + "
+                                 f"{splits * rows};  // each warp's row max and sum, apart from the tiles and Os"),
+                     smem_bytes=ml_at + 2 * splits * rows * 4, finish=_merge(m.dv, rows, groups, splits),
+                     o_value=" + ".join(f"Os[({w * rows} + row) * ({m.dv} + 8) + (int)d]" for w in range(splits)))
     (slots["q_row"], slots["q_col"]), (slots["v_row"], slots["v_col"]) = _spread(threads, m.dh), _spread(threads, m.dv)
-    slots["tiles"] = _tile_loops(b, slots, batch_idx, rows, bn, threads)
+    slots["tiles"] = _tile_loops(b, slots, batch_idx, rows, kstage, threads)
     tiles = nbatch * D.ceildiv(m.sq, rows)
     return b.finish("attention_mma", {k: v for k, v in slots.items() if k in template_slots("attention_mma.cu")},
                     (D.dmax(1, D.dmin(tiles, MAX_GRID)), 1, 1), (threads, 1, 1))
 
 
-def _tile_loops(b: KernelBuilder, slots: dict, batch_idx, rows: int, bn: int, threads: int) -> str:
+def _normalize(dv: int) -> str:
+    """Keys not split: each warp writes its rows' O / l to Os for the epilogue."""
+    return f"""    __syncthreads();                                   // every warp is done with the K/V tiles
+#pragma unroll
+    for (int n = 0; n < {dv} / 8; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<float2 *>(&Os[(r0 + g + 8 * h) * ({dv} + 8) + 8 * n + 2 * t]) =
+            make_float2(o[n][2 * h] / lrow[h], o[n][2 * h + 1] / lrow[h]);
+    __syncthreads();"""
+
+
+def _merge(dv: int, rows: int, groups: int, splits: int) -> str:
+    """Keys split: the `splits` warps of a row group merge their partial softmaxes (flash-decoding's
+    O = sum_w exp(m_w - m) O_w / sum_w exp(m_w - m) l_w): each publishes its rows' (m_w, l_w), then writes
+    exp(m_w - m) / L x O_w to its own Os slice, and the epilogue sums the slices. A row with no finite score
+    in any share has L = 0 and takes 0 / 0 = NaN, as the unsplit kernel (and the interpreter) do; a share
+    with none (keys past the end) has m_w = -inf and weighs 0."""
+    share = f"(warp / {groups}) * {rows}"
+    return f"""    if (t == 0)                                        // this warp's partial (m, l) of rows g and g + 8
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {{
+        Ms[{share} + r0 + g + 8 * h] = mrow[h];
+        Ls[{share} + r0 + g + 8 * h] = lrow[h];
+      }}
+    __syncthreads();                                   // every warp is done with the K/V tiles, (m, l) published
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {{
+      const int row = r0 + g + 8 * h;
+      float mx = -AOTC_INF, l = 0.0f;
+#pragma unroll
+      for (int w = 0; w < {splits}; ++w) mx = aotc_max(mx, Ms[w * {rows} + row]);
+      const float m_ref = (mx == -AOTC_INF) ? 0.0f : mx;
+#pragma unroll
+      for (int w = 0; w < {splits}; ++w) l += expf(Ms[w * {rows} + row] - m_ref) * Ls[w * {rows} + row];
+      const float scale = expf(mrow[h] - m_ref) / l;
+#pragma unroll
+      for (int n = 0; n < {dv} / 8; ++n)
+        *reinterpret_cast<float2 *>(&Os[({share} + row) * ({dv} + 8) + 8 * n + 2 * t]) =
+            make_float2(o[n][2 * h] * scale, o[n][2 * h + 1] * scale);
+    }}
+    __syncthreads();"""
+
+
+def _stage_unroll(slots: dict) -> str:
+    """The per-element staging loops' unroll: whole, or with the keys split (each thread staging `splits`
+    times the elements) as deep as the unsplit 64-row block's K loop, bn x dh / 128 elements: unrolled whole,
+    the loads hoisted ahead of the stores took the dh-128 16 x 4 kernel to 168 registers and 32 bytes of
+    spills at 3 blocks an SM (sm_90; 249 registers unforced)."""
+    if slots["splits"] == 1:
+        return "#pragma unroll"
+    return f"#pragma unroll {slots['bn'] * slots['dh'] // 128}"
+
+
+def _tile_loops(b: KernelBuilder, slots: dict, batch_idx, rows: int, kstage: int, threads: int) -> str:
     """The kernel's loop over (head, query tile) blocks (attention_mma_tiles.part): one copy staging per
     element where no operand is a plain view (attention_views.py); else a copy staging the views by cp.async
     and, where a view's pointer is not 16-byte aligned at run time, a cold copy staging all per element in
@@ -132,11 +229,11 @@ def _tile_loops(b: KernelBuilder, slots: dict, batch_idx, rows: int, bn: int, th
     m = b.region.payload.match
     views, part = operand_views(b), "attention_mma_tiles.part"
     at = (("q", 0, rows, m.dh, "i0", _inside("x", m.sq, rows)),
-          ("k", 2 * rows * m.dh, bn, m.dh, "j0", _inside("x", m.sk, bn)),
-          ("v", 2 * (rows * m.dh + bn * m.dh), bn, m.dv, "j0", _inside("x", m.sk, bn)))
+          ("k", 2 * rows * m.dh, kstage, m.dh, "j0", _inside("x", m.sk, kstage)),
+          ("v", 2 * (rows * m.dh + kstage * m.dh), kstage, m.dv, "j0", _inside("x", m.sk, kstage)))
     per_element = {k: v for k, v in dict(slots, idx_t=b.idx_t).items() if k in template_slots(part)}
     per_element.update({f"{x}_{what}": "" if what == "copy" else "false" for x in "qkv" for what in ("copy", "async")},
-                       wait_copies="", stage_unroll="#pragma unroll")
+                       wait_copies="", stage_unroll=_stage_unroll(slots))
     if not any(views):
         return instantiate(part, per_element)
     fast = dict(per_element, wait_copies="    aotc_cp_async_wait_all();")

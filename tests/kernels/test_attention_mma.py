@@ -1,15 +1,20 @@
 """The tensor-core flash-attention kernel (attention_mma.cu) on the host emulation vs the interpreter.
 
-Query and key counts cut the 64-, 32- and 16-row (rows_per_block; 32 and 16 forced: the policy keeps 64)
-and 32-key (16 at dh 128) tiles (1, 17, 50, 64, 129); head dims 64 and 128, V's
-apart from Q's; Q/K/V arrive through transposes (prologue index math, per-element staging); the score
-chain carries a scale and an additive mask (BERT's (1 - m) * -10000) or a boolean Where with -inf
-(fully masked rows included: the interpreter's NaN); the arena is NaN-poisoned by run_on_host.
+Query and key counts cut the 64-, 32- and 16-row blocks and the staged key tiles (32 keys a warp, 16 at
+dh 128; times the key split) (1, 17, 50, 64, 129); the forms (block_form: rows, key splits) are the
+chooser's at these small grids (16 rows, keys split 4 ways) and forced: 64/32/16 rows with the keys shared
+(1, 2 or 4 warps), 32 rows split 2 ways, 16 rows split 2 ways (2 warps); a split with shares wholly past
+the last key (17 keys over 4 x 32). Head dims 64 and 128, V's apart from Q's; Q/K/V arrive through
+transposes (prologue index math, per-element staging); the score chain carries a scale and an additive
+mask (BERT's (1 - m) * -10000) or a boolean Where with -inf (fully masked rows included: the
+interpreter's NaN, which the split's merge keeps: 0 / 0); the arena is NaN-poisoned by run_on_host.
 
 Tolerance: the kernel rounds P to the region's dtype before P.V (|dO| <= u max|V|, sum P = 1), and the
 interpreter rounds S, the scaled scores, exp, the row sum, P and O to it (the scores' rounding moves P
 by up to |x| u with |x| of a few units), so the two differ by a few u max|V|: 8 u max|V| with
-u = 2^-11 (f16) or 2^-8 (bf16). A misplaced fragment or key moves outputs by O(max|V| / sk).
+u = 2^-11 (f16) or 2^-8 (bf16). A key split rounds each share's P against its own max (the same relative
+rounding) and merges in f32, a few f32 ulps more. A misplaced fragment, key or share weight moves outputs
+by O(max|V| / sk).
 """
 import ml_dtypes
 import numpy as np
@@ -85,6 +90,14 @@ def _run(b, h, sq, sk, dh, dv, dt, mask=None):
     return got, want, kernels, ins, seed
 
 
+def _check(got, want, ins, dt, seed):
+    g32, w32 = got.astype(np.float32), want.astype(np.float32)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert (np.isnan(g32) == np.isnan(w32)).all(), f"NaN pattern differs (seed {seed})"
+    tol = 8 * UNIT[dt] * float(np.abs(ins[2].astype(np.float32)).max())
+    np.testing.assert_allclose(g32, w32, rtol=0, atol=tol, err_msg=f"seed {seed}")
+
+
 @pytest.mark.parametrize("b,h,sq,sk,dh,dv,dt,mask", [
     (2, 3, 17, 50, 64, 64, "f16", "add"),
     (1, 2, 129, 64, 64, 64, "bf16", None),
@@ -94,44 +107,57 @@ def _run(b, h, sq, sk, dh, dv, dt, mask=None):
     (1, 1, 65, 40, 128, 128, "bf16", "where"),
 ])
 def test_mma_attention_matches_the_interpreter(b, h, sq, sk, dh, dv, dt, mask):
+    """The chooser's form: at these grids (at most 12 blocks of 64 rows) 16 rows a block, keys split 4 ways."""
     got, want, kernels, ins, seed = _run(b, h, sq, sk, dh, dv, dt, mask)
-    assert [k.name.startswith("aotc_attention_mma_") for k in kernels] == [True]
-    assert got.dtype == want.dtype and got.shape == want.shape
-    g32, w32 = got.astype(np.float32), want.astype(np.float32)
-    assert (np.isnan(g32) == np.isnan(w32)).all(), f"NaN pattern differs (seed {seed})"
+    (kernel,) = kernels
+    assert kernel.name.startswith("aotc_attention_mma_")
+    assert kernel.block == (128, 1, 1) and kernel.grid[0] == b * h * -(-sq // 16)
+    w32 = want.astype(np.float32)
     if mask == "where" and b > 1:
         assert np.isnan(w32[0]).all()            # the fully masked batch entry
     assert not np.isnan(w32[1:] if mask == "where" and b > 1 else w32).any()
-    tol = 8 * UNIT[dt] * float(np.abs(ins[2].astype(np.float32)).max())
-    np.testing.assert_allclose(g32, w32, rtol=0, atol=tol, err_msg=f"seed {seed}")
+    _check(got, want, ins, dt, seed)
 
 
-@pytest.mark.parametrize("rows,b,h,sq,sk,dh,dv,dt,mask", [
-    (64, 2, 3, 17, 50, 64, 64, "f16", "add"),
-    (64, 2, 1, 129, 40, 128, 128, "bf16", "where"),
-    (32, 2, 2, 50, 33, 64, 64, "bf16", "where"),
-    (32, 1, 2, 65, 17, 128, 64, "f16", "add"),
-    (16, 2, 1, 33, 50, 64, 128, "f16", None),
+@pytest.mark.parametrize("rows,splits,b,h,sq,sk,dh,dv,dt,mask", [
+    (64, 1, 2, 3, 17, 50, 64, 64, "f16", "add"),
+    (64, 1, 2, 1, 129, 40, 128, 128, "bf16", "where"),
+    (32, 1, 2, 2, 50, 33, 64, 64, "bf16", "where"),
+    (32, 1, 1, 2, 65, 17, 128, 64, "f16", "add"),
+    (16, 1, 2, 1, 33, 50, 64, 128, "f16", None),
+    (16, 4, 2, 2, 33, 17, 64, 64, "f16", "where"),     # shares 1-3 wholly past the 17 keys
+    (16, 4, 1, 2, 40, 200, 128, 128, "bf16", "add"),   # 4 tiles of 64 keys, the last cut mid-share
+    (32, 2, 2, 2, 50, 129, 64, 64, "bf16", "where"),
+    (32, 2, 1, 3, 65, 96, 128, 64, "f16", None),       # whole key tiles: no key bound test
+    (16, 2, 2, 1, 17, 70, 64, 128, "f16", "add"),      # 2 warps, both splitting the keys
 ])
-def test_each_rows_per_block_matches_the_interpreter(rows, b, h, sq, sk, dh, dv, dt, mask, monkeypatch):
-    """Every block size on partial query tiles, masks and both head widths (the grid here would pick 16)."""
-    monkeypatch.setattr(codegen_attention_mma, "rows_per_block", lambda nbatch, sq: rows)
+def test_each_block_form_matches_the_interpreter(rows, splits, b, h, sq, sk, dh, dv, dt, mask, monkeypatch):
+    """Every block form on partial query tiles, masks and both head widths (the grid here would pick 16 x 4)."""
+    monkeypatch.setattr(codegen_attention_mma, "block_form", lambda nbatch, sq: (rows, splits))
     got, want, kernels, ins, seed = _run(b, h, sq, sk, dh, dv, dt, mask)
     (kernel,) = kernels
-    assert kernel.block == (2 * rows, 1, 1) and kernel.grid[0] == b * h * -(-sq // rows)
-    g32, w32 = got.astype(np.float32), want.astype(np.float32)
-    assert (np.isnan(g32) == np.isnan(w32)).all(), f"NaN pattern differs (seed {seed})"
-    tol = 8 * UNIT[dt] * float(np.abs(ins[2].astype(np.float32)).max())
-    np.testing.assert_allclose(g32, w32, rtol=0, atol=tol, err_msg=f"seed {seed}")
+    assert kernel.block == (2 * rows * splits, 1, 1) and kernel.grid[0] == b * h * -(-sq // rows)
+    if mask == "where" and b > 1:
+        assert np.isnan(want[0].astype(np.float32)).all()
+    _check(got, want, ins, dt, seed)
 
 
-def test_rows_per_block_is_64_at_every_grid():
-    """Fewer rows a block add no SM partitions (profile/model.py's sm_fill): 64 at batch 1 and 32, static or not."""
+def test_the_chooser_splits_keys_at_small_grids_only():
+    """BERT-base at batch 1 (12 heads x 128 queries): 24 blocks of 64 rows fill 96 of the 528 SM partitions,
+    96 blocks of 16 rows with the keys split 4 ways fill 384; at batch 32, 768 blocks fill 97% and the
+    split gains nothing: 64 rows. A dynamic batch is judged at its largest. One query keeps 3 of the 64-row
+    block's 4 warps idle: split at any grid."""
     from aotc.ir.dims import DimRange, dim_ranges, sym
-    rows = codegen_attention_mma.rows_per_block
-    assert rows(12, 128) == rows(384, 128) == rows(2, 1) == 64
+    form = codegen_attention_mma.block_form
+    assert form(12, 128) == (16, 4)
+    assert form(384, 128) == (64, 1)
+    assert form(2, 1) == (16, 4)
     with dim_ranges({"batch": DimRange(1, 64)}):
-        assert rows(12 * sym("batch"), 128) == 64
+        assert form(12 * sym("batch"), 128) == (64, 1)
+    with dim_ranges({"batch": DimRange(1, 2)}):       # 96 blocks of 32 rows split 2 ways fill 73%, as
+        assert form(12 * sym("batch"), 128) == (32, 2)  # 192 of 16 x 4 do in two rounds
+    # where a split raises the fill less than SPLIT_GAIN, the 64-row form stays: 132 blocks fill 100%
+    assert codegen_attention_mma.key_splits(132, 64) == 1
 
 
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
@@ -152,22 +178,23 @@ def test_other_head_dims_and_f32_keep_the_simt_kernel():
         assert kernel_math(kernel) == "f32"
 
 
-@pytest.mark.parametrize("b,rows", [(1, 16), (2, 32), (8, 64)])
+@pytest.mark.parametrize("b,rows,splits", [(1, 16, 4), (2, 32, 2), (8, 64, 1), (1, 16, 1), (2, 32, 1)])
 @pytest.mark.parametrize("dh", [64, 128])
-def test_mma_attention_compiles_without_local_memory(dh, b, rows, monkeypatch):
-    """BERT-shaped (12 heads, 128 tokens) at batch 1, 2 and 8, each block size (32 and 16 rows forced)."""
-    monkeypatch.setattr(codegen_attention_mma, "rows_per_block", lambda nbatch, sq: rows)
+def test_mma_attention_compiles_without_local_memory(dh, b, rows, splits, monkeypatch):
+    """BERT-shaped (12 heads, 128 tokens) at batch 1, 2 and 8, each block form (the chooser's at batch 1,
+    16 x 4, and forced)."""
+    monkeypatch.setattr(codegen_attention_mma, "block_form", lambda nbatch, sq: (rows, splits))
     graph = mma_attention_graph(b, 12, 128, 128, dh, dh, "f16", "add")
     kernels = [codegen.generate(graph, r) for r in partition(graph)]
-    assert [k.block for k in kernels if k.name.startswith("aotc_attention_mma_")] == [(2 * rows, 1, 1)]
+    assert [k.block for k in kernels if k.name.startswith("aotc_attention_mma_")] == [(2 * rows * splits, 1, 1)]
     source = codegen.module_source(kernels)
     for arch in ("sm_80", "sm_90"):
         (res,) = [r for name, r in cubin_resources(compile_device(source, arch)).items()
                   if name.startswith("aotc_attention_mma_")]
         assert res.local_bytes == 0
         # 65536 registers an SM: 4 blocks of 128 threads (25% occupancy) at dh 64, 3 (18.75%) at dh 128; fewer
-        # rows a block (min_blocks 1): 255, the most a thread has
-        assert res.registers <= ((128 if dh == 64 else 168) if rows == 64 else 255)
+        # warps a block (min_blocks 1): 255, the most a thread has
+        assert res.registers <= ((128 if dh == 64 else 168) if rows // 16 * splits == 4 else 255)
 
 
 def test_mma_attention_with_dynamic_batch_and_sequence():

@@ -31,13 +31,13 @@ def test_plain_views_are_copied_and_a_strided_one_is_staged_per_element():
     assert kernel.source.count("aotc_cp_async_16_at(") == 2
 
 
-@pytest.mark.parametrize("rows", [64, 16])
-def test_an_unaligned_view_is_staged_per_element(rows, monkeypatch):
+@pytest.mark.parametrize("rows,splits", [(64, 1), (16, 1), (16, 4)])
+def test_an_unaligned_view_is_staged_per_element(rows, splits, monkeypatch):
     """A caller's Q bound 2 bytes past a 16-byte boundary: the kernel tests the pointer and stages Q per
     element (the sanitizer checks every access), V still by cp.async."""
     from aotc.kernels.host_compile import compile_host
     from aotc.kernels.host_exec import HostLibrary
-    monkeypatch.setattr(codegen_attention_mma, "rows_per_block", lambda nbatch, sq: rows)
+    monkeypatch.setattr(codegen_attention_mma, "block_form", lambda nbatch, sq: (rows, splits))
     b, h, sq, sk, dh, dv = 1, 2, 50, 33, 64, 64
     graph = mma_attention_graph(b, h, sq, sk, dh, dv, "bf16", "where")
     (kernel,) = [codegen.generate(graph, r) for r in partition(graph)]

@@ -2,9 +2,11 @@
 // O[b, i, :] = softmax_j(f(Q[b, i, :] . K[b, :, j])) . V[b, j, :] for ${nbatch} batch entries (heads),
 // ${sq} queries, ${sk} keys, head dims ${dh} (QK) and ${dv} (V).
 // FlashAttention-2 forward on mma.m16n8k16 (f32 accumulate; aotc_mma.cuh, whose host fallback computes
-// the same fragments): a block of ${threads} / 32 warps owns ${rows} query rows, 16 a warp (64 rows, 4 warps: codegen_attention_mma.rows_per_block;
-// the tests run 16 and 32 too); Q (${rows} x ${dh}) and each tile of
-// ${bn} keys of K and V are copied by cp.async where a plain aligned view (attention_views.py), else staged
+// the same fragments): a block of ${threads} / 32 warps owns ${rows} query rows, 16 a row group, and splits each
+// staged tile of ${kstage} keys in ${splits} (codegen_attention_mma.block_form: warp w takes rows 16 (w % groups)
+// and keys ${bn} (w / groups) of each staged tile; with keys split, each warp keeps its own online softmax and the
+// block merges the partial (m, l, O) at the end, flash-decoding inside a block); Q (${rows} x ${dh}) and each tile of
+// ${kstage} keys of K and V are copied by cp.async where a plain aligned view (attention_views.py), else staged
 // per element by the region's loads (its prologue), into XOR-swizzled
 // shared memory (16-byte chunk c of row r at c ^ (r % 8): conflict-free for the 8 rows an ldmatrix phase
 // reads), and the fragments come by ldmatrix (V's transposed; Q's once a k step, not held in
@@ -35,11 +37,13 @@ __device__ __forceinline__ unsigned aotc_pack_bf16_(float lo, float hi) {
 extern "C" __global__ void __launch_bounds__(${threads}, ${min_blocks}) ${name}(${params}) {
   __shared__ __align__(128) unsigned char aotc_smem[${smem_bytes}];
   ${ctype} *Qs = reinterpret_cast<${ctype} *>(aotc_smem);            // ${rows} x ${dh}
-  ${ctype} *Ks = Qs + ${rows} * ${dh};                                      // ${bn} x ${dh}
-  ${ctype} *Vs = Ks + ${bn} * ${dh};                                   // ${bn} x ${dv}
-  float *Os = reinterpret_cast<float *>(aotc_smem);                   // ${rows} x (${dv} + 8), after the loop
+  ${ctype} *Ks = Qs + ${rows} * ${dh};                                      // ${kstage} x ${dh}
+  ${ctype} *Vs = Ks + ${kstage} * ${dh};                                   // ${kstage} x ${dv}
+  float *Os = reinterpret_cast<float *>(aotc_smem);                   // ${splits} x ${rows} x (${dv} + 8), after the loop
+${merge_smem}
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int r0 = 16 * warp;                            // this warp's first row of the block's ${rows}
+  const int r0 = ${r0};                            // this warp's first row of the block's ${rows}
+  const int kb = ${kb};                            // this warp's first key of each staged tile
   const ${idx_t} qtiles = (${sq} + ${rows} - 1) / ${rows};
 ${tiles}
 }
