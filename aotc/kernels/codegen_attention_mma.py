@@ -3,8 +3,11 @@
 The SIMT kernel (codegen_attention.py) spends BERT-base fp16's attention on
 FFMAs, one warp per query row; this one runs both products on mma.m16n8k16
 with f32 accumulation, FlashAttention-2 style: 16 query rows a warp, 4 warps
-a block (`rows_per_block`; the template also takes 1 or 2),
-K/V tiles of `key_tile` keys in swizzled shared memory. The region's pieces
+a block, K/V tiles of `key_tile` keys a warp in swizzled shared memory. The
+block's warps own 64 rows and share the keys, or, where the grid is too small
+to fill the SM partitions, own 32 or 16 rows and split the keys 2 or 4 ways,
+merging their partial softmaxes at the end (`block_form`; the template also
+takes 1- and 2-warp blocks, which the tests force). The region's pieces
 are the SIMT kernel's: the same Q/K/V loads (its prologue, per
 element as they are staged), the same score chain per (query, key) with the
 Q·K sum as an override, the same online-softmax arithmetic in f32, and the

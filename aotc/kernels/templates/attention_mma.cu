@@ -15,7 +15,8 @@
 // is online in f32 (row max and sum over the 4 lanes of a quad), exactly as the SIMT kernel's
 // (attention.cu): p = 0 where s = -inf, the running sum rescaled by exp(m_old - m_new). P is rounded to
 // ${elt} in the registers it was computed in (m16n8k16's C fragment of two n-tiles is the A fragment of
-// one k step), O accumulates in f32 and is rescaled per tile. O / l goes through shared memory (rows of
+// one k step), O accumulates in f32 and is rescaled per tile. O / l (keys split: each share's O weighted by
+// exp(m_w - m) / sum_w exp(m_w - m) l_w, summed by the epilogue) goes through shared memory (rows of
 // ${dv} + 8 floats) so that the epilogue (the region's root store) runs along d, coalesced. Bounds on
 // rows and keys are tested only where a static count is no whole number of tiles (`true` otherwise).
 #ifndef AOTC_ATTENTION_MMA_PACK_
