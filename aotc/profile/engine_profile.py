@@ -176,8 +176,10 @@ def format_profile(p: dict) -> str:
             o = k["occupancy"].get(a)
             occ = f"{o['warps_per_sm']}w {o['limiter'][:8]} {o['waves']:.3g}wv" if o else "-"
             mix = k["sass"].get(a)
-            share = "-" if not mix or not mix["loop_instructions"] else \
-                f"{100 * mix['tensor_share']:.0f}/{100 * mix['ffma_share']:.0f}%"
+            # a straight-line tensor-core kernel's shares (no main loop) are marked s
+            share = "-" if not mix or not (mix["loop_instructions"] or mix.get("straight_line_instructions")) \
+                else f"{100 * mix['tensor_share']:.0f}/{100 * mix['ffma_share']:.0f}%" + \
+                ("" if mix["loop_instructions"] else "s")
             row += f" {occ:>22} {k['spill_bytes'].get(a, '-'):>5} {share:>9}"
         lines.append(row + f" {k['bound']:>7} {k['predicted_us'][PREDICTED_ARCH]:>9.2f}")
     a = PREDICTED_ARCH

@@ -9,12 +9,14 @@ launch's loads and stores (1 when it made no global request). The peak is
 inspect's: tensor cores for the mma kernels, CUDA cores otherwise. Issue
 efficiency is the main loop's share of math instructions (HMMA/IMMA for the
 tensor-core kernels, FFMA/HFMA2 otherwise) over the share that keeps that
-unit busy (MATH_SHARE_FOR_PEAK), at most 1; 1 when the SASS is unknown or
-the kernel has no loop. A CUDA-core kernel's one-flop instructions (FADD,
-FMUL, FMNMX and their half2/f64 forms: a pooling window's max, a reduction's
-sum) count half an FFMA each, since the peak counts an FFMA as two flops;
-without them a max-pool, which has no FFMA at all, was charged at the 1%
-floor (ResNet-50's at batch 32: 183 us where its bytes take 15). The launch overhead is what one kernel node of a
+unit busy (MATH_SHARE_FOR_PEAK), at most 1; 1 when the SASS is unknown or the
+kernel has no loop, except a tensor-core kernel whose mma is straight-line
+code (its K loop unrolled away), measured over that code (sass.mix). A
+CUDA-core kernel's one-flop instructions (FADD, FMUL, FMNMX and their half2/f64
+forms: a pooling window's max, a reduction's sum) count half an FFMA each,
+since the peak counts an FFMA as two flops; without them a max-pool, which has
+no FFMA at all, was charged at the 1% floor (ResNet-50's at batch 32: 183 us
+where its bytes take 15). The launch overhead is what one kernel node of a
 CUDA graph costs on Hopper-class parts.
 
 SM fill: the math units are per SM partition (4 an SM, each with its own
@@ -49,7 +51,7 @@ def global_efficiency(counts: dict | None) -> float:
 
 
 def issue_efficiency(kernel: str, sass_mix: dict | None) -> float:
-    if not sass_mix or not sass_mix.get("loop_instructions"):
+    if not sass_mix or not (sass_mix.get("loop_instructions") or sass_mix.get("straight_line_instructions")):
         return 1.0
     unit = "tensor" if uses_tensor_cores(kernel) else "ffma"
     share = sass_mix[f"{unit}_share"]

@@ -31,6 +31,13 @@ def test_compute_bound_mma_scales_with_the_tensor_share():
     assert model.issue_efficiency("aotc_dot_mma_3", None) == 1.0
 
 
+def test_straight_line_mma_is_charged_its_share_not_a_free_issue():
+    """A K loop unrolled away (an attention whose keys fit one tile) still issues its other instructions."""
+    straight = {"loop_instructions": 0, "straight_line_instructions": 400, "tensor_share": 0.05, "ffma_share": 0.0}
+    assert model.issue_efficiency("aotc_attention_mma_1", straight) == pytest.approx(0.2)
+    assert model.issue_efficiency("aotc_attention_mma_1", dict(straight, straight_line_instructions=0)) == 1.0
+
+
 def test_one_flop_instructions_count_half_an_ffma():
     """A max-pool's loop has FMNMX and no FFMA: it runs at the issue rate of its one-flop instructions."""
     pool = {"loop_instructions": 100, "tensor_share": 0.0, "ffma_share": 0.0, "fp_other_share": 0.4}
