@@ -4,8 +4,8 @@ For ResNet-50, MobileNetV2, BERT-base, GPT-2 small and ViT-B/16 (random
 weights, aotc/bench/models/real.py) prints: ONNX nodes, kernels launched per
 inference, distinct kernels, modelled bytes moved vs the minimum (weights +
 inputs + outputs, each touched once), compile time per stage with the default
-targets, cold (fresh kernel cache) and warm (median of 3), how many GEMM/conv launches fill
-less than half the H200's SMs, and the split-K launches with their partials.
+targets, cold (fresh kernel cache) and warm (median of 3), how many GEMM/conv launches keep
+less than half the H200's SM partitions busy, and the split-K launches with their partials.
 
     python -m bench.fusion_report [model ...]
 
@@ -48,14 +48,21 @@ SPLIT = "split-K partials"           # byte_floor's name for that excess
 
 
 def underfilled(plan) -> tuple[int, int]:
-    """(GEMM/conv launches with fewer blocks than half the H200's SMs, all GEMM/conv launches).
+    """(GEMM/conv launches keeping fewer than half the H200's SM partitions busy, all GEMM/conv launches).
 
-    Such a launch leaves most of the chip idle (batch-1 CNN tails, seq-128 transformer
-    projections); smaller block tiles, then split-K (aotc/kernels/split_k.py), exist to fill it.
+    A launch of B blocks of W warps keeps B x min(W, 4) of the 4 x 132 partitions busy (each has its
+    own FMA pipes and tensor core; aotc/profile/model.py's sm_fill); below half it leaves most of the
+    chip idle (batch-1 CNN tails, seq-128 transformer projections); the tile and split-K choice
+    (aotc/kernels/split_k.py) exists to fill it.
     """
     heavy = [l for l in plan.launches if l.kernel.startswith(("aotc_dot", "aotc_conv", "aotc_depthwise"))]
-    few = [l for l in heavy if 2 * l.grid[0] * l.grid[1] * l.grid[2] < H200_SMS]
+    few = [l for l in heavy if 2 * _partitions(l) < 4 * H200_SMS]
     return len(few), len(heavy)
+
+
+def _partitions(launch) -> int:
+    warps = -(-launch.block[0] * launch.block[1] * launch.block[2] // 32)
+    return launch.grid[0] * launch.grid[1] * launch.grid[2] * min(warps, 4)
 
 
 def main(names, fast: bool = False, all_kernels: bool = False) -> None:
@@ -97,7 +104,8 @@ def main(names, fast: bool = False, all_kernels: bool = False) -> None:
               f"{traffic.modelled / 2**20:>10.1f} {traffic.floor / 2**20:>10.1f} {traffic.ratio:>7.3f} "
               f"{traffic.hbm_ratio:>6.3f} {traffic.ratio_without(SPLIT):>8.3f} {len(traffic.over()):>5} {tc:>13.1f} "
               f"{tw:>7.1f} {waves:>9} {split:>9}  {st}")
-    print(f"<1/2 wave: GEMM/conv launches with fewer thread blocks than half the H200's {H200_SMS} SMs / all;"
+    print(f"<1/2 wave: GEMM/conv launches keeping fewer than half the H200's 4 x {H200_SMS} SM partitions busy"
+          " (blocks x min(warps, 4)) / all;"
           " split/MiB: split-K launches / their f32 partials (L2-resident, not in 'moved');"
           " HBM x: x floor without the excess that stays in L2 (split-K partials, norm-prologue re-reads);"
           " no split: x floor without the split-K partials")

@@ -389,7 +389,12 @@ def simt_tile_slots(tiling: split_k.Tiling, k_contiguous: bool, dt) -> dict:
     else:
         mapping = dict(b_kk=f"((threadIdx.x >> {bn.bit_length() - 1}) + {threads // bn} * l)",
                        b_nn=f"(threadIdx.x & {bn - 1})")
-    return dict(bm=bm, bn=bn, threads=threads, rows=bm // 4, cols=cols, cols_mask=cols - 1,
+    # A split launch states the blocks an SM that make 25% occupancy (16 warps): without a minimum,
+    # ptxas (CUDA 13, sm_80) held a 64x32 split kernel that shares aotc_split_last's flag with another
+    # to 80 registers and spilled one (ResNet-50's stage-4 3x3 convs at batch 1); stated, it takes
+    # 108 and spills none, and no split tile drops under the 25%.
+    min_blocks = f", {max(1, 16 * 32 // threads)}" if tiling.splits > 1 else ""
+    return dict(bm=bm, bn=bn, threads=threads, min_blocks=min_blocks, rows=bm // 4, cols=cols, cols_mask=cols - 1,
                 cols_shift=cols.bit_length() - 1, a_loads=16 * bm // threads, b_loads=16 * bn // threads,
                 a_step=threads // 16, smem_elems=smem, tiling=tiling, **mapping, **simt_accumulator(dt))
 

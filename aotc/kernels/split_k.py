@@ -1,4 +1,4 @@
-"""GEMM tiling: the SIMT kernel's block tile, and split-K where even the smallest tile leaves the GPU idle.
+"""GEMM tiling: a GEMM launch's block tile, and the K split that keeps half the GPU busy where tiles alone do not.
 
 At batch 1 a GEMM often has fewer 64x64 output tiles than the GPU has SMs
 (ResNet-50's last 3x3 convs: 8 tiles for K = 4608; BERT's output projections:
@@ -9,17 +9,32 @@ bytes (the operand re-reads across tiles hit L2, see aotc/bench/byte_floor.py),
 and split-K, which gives each tile S blocks, each summing one K range, at the
 price of an f32 partial tile per split written and read back.
 
-`choose_tiling` takes the largest tile that gives FILL_SHARE of the SMs a
-block, and splits K only when even the smallest tile cannot: then the fewest
-splits that reach FILL_SHARE, capped so that the partials (written and read
-back) stay within SIMT_PARTIALS_SHARE of the kernel's own traffic, which keeps
-the kernel within the bytes target's 1.1x of its compulsory traffic. The
-f16/bf16 tensor-core GEMM (dot_mma.cu) takes the same rule over its own tiles,
-MMA_TILES (64x64, 64x32, 32x64, 32x32: always 4 warps, the warp tile shrinking
-to 16 rows or columns), with its K split in whole 64-deep pipeline stages and
-at least MIN_MMA_SPLIT_K a split, so that the two-stage cp.async pipeline still
-overlaps its copies. dot_tf32 keeps its 64x64 tile and its split rule
-(`choose_splits`).
+`choose_tiling` picks dot.cu's tile and split by SM partitions (`_simt_tiling`).
+An SM has 4 partitions, each with its own FMA pipes and scheduler; a warp runs
+on one, a block on one SM, so a launch keeps blocks x min(warps a block, 4) of
+the GPU's 4 x 132 busy (the profile model's U, aotc/profile/model.py). Every
+tile of at most 4 warps then keeps the same B*M*N/512 of them busy on real
+outputs (64x32: B*M*N/2048 blocks of 4 warps; 16x32: B*M*N/512 blocks of 1),
+and 64x64's 8 warps count as 4, half that: a smaller tile adds blocks but no
+busy partitions. What adds them is split-K. So each tile takes the fewest
+splits that bring its partitions on real outputs to FILL_SHARE of the GPU's,
+within the caps below: the partials (written and read back) within
+SIMT_PARTIALS_SHARE of the kernel's own traffic, which keeps the kernel within
+the bytes target's 1.1x of its compulsory traffic; whole 16-deep K steps, at
+least MIN_SPLIT_K a split; one wave of partitions. Then the tile with the most
+partitions busy (up to FILL_SHARE) wins, then the fewest splits, then the
+largest tile: the best issue efficiency (sm_90 SASS, the K loop's FFMA share
+at 128x768x768: 64x64 55%, 64x32 and 32x64 53%, 32x32 51%, 16x32 47%).
+A 64x64 tile keeps its place where it already fills half the GPU (BERT's QKV
+and fc1); a larger tile split twice buys no more than a smaller one unsplit,
+and loses to it on the fewest splits. The f16/bf16 tensor-core GEMM
+(dot_mma.cu) takes the rule by blocks over its own tiles, MMA_TILES (64x64,
+64x32, 32x64, 32x32: always 4 warps, the warp tile shrinking to 16 rows or
+columns, so blocks and partitions agree): the largest that gives FILL_SHARE
+of the SMs a block, else the smallest split, its K in whole 64-deep pipeline
+stages and at least MIN_MMA_SPLIT_K a split, so that the two-stage cp.async
+pipeline still overlaps its copies. dot_tf32 keeps its 64x64 tile and its
+split rule (`choose_splits`).
 
 The partial sums meet without a second kernel and without atomics on data:
 each block writes its partial tile to an f32 workspace in the arena, then
@@ -38,6 +53,19 @@ half a wave gave ResNet-50 1.472 (1/54), BERT-base 1.122 (0/48), GPT-2 1.120
 (0/49); these tiles give 1.009 (0/54), 1.000 (0/48) and 1.030 (0/49), ResNet-50
 keeping 6 split launches (five 49-pixel stage-4 convs, 64 blocks of 16x32 split
 two ways, and the classifier, 32 blocks split three ways).
+That rule (the largest tile that gives half the SMs a block, else the
+smallest split) counted blocks; under the partition count it left BERT's
+768-wide projections at 96 blocks of 32x32 (192 partitions) where 48 of
+64x32 keep as many at a better issue rate, and ResNet-50's stage-4 convs at
+16x32 split twice (98 partitions on real outputs) where 64x32 split 4 to 5
+ways keeps twice that within the same 10% cap. The partition rule, fp32 batch
+1 (bench/profile_report.py --full: predicted H200 time; fusion_report.py:
+modelled bytes over the floor, launches under half the partitions, split
+launches and their partials): ResNet-50 934 -> 762 us, 1.009x -> 1.015x, 29
+-> 28 of 54, 6 splits of 1.0 -> 1.6 MiB; BERT-base 1639 -> 1615 us, 1.000x
+both, 24 of 48 both (its projections and fc2 keep 192 partitions: a split's
+partials would pass 10%). At batch 32 ResNet-50 9128 -> 9121 us (the
+classifier), BERT-base unchanged.
 
 fp16 batch 1, the same measure (GEMM/conv launches under half a wave, split
 launches and their partials, modelled bytes over the floor, kernels over
@@ -54,6 +82,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 from aotc.ir import dims as D
 
@@ -66,6 +95,7 @@ MIN_SPLIT_K = 128        # each block still runs >= 8 K tiles of 16
 MMA_STAGE_K = 64         # dot_mma.cu's pipeline stage: a split's K is a whole number of them
 MIN_MMA_SPLIT_K = 4 * MMA_STAGE_K    # a split runs >= 4 stages: its pipeline's exposed first stage <= 1/4
 FILL_SHARE = 0.5         # the split gives at least this share of the SMs a block (fusion_report's "half a wave")
+PARTITIONS = 4           # warp schedulers an SM, each with its own FMA pipes (profile/model.py's sm_fill)
 PARTIALS_SHARE = 0.05    # beyond that, partial-sum bytes (written + read) per byte of the kernel's own traffic
 SIMT_PARTIALS_SHARE = 0.1    # dot.cu's cap on them: the bytes target's 1.1x of a kernel's compulsory traffic
 GEMM_TEMPLATES = ("dot", "dot_mma", "dot_tf32")
@@ -105,11 +135,11 @@ def _fills(blocks: int) -> bool:
 def choose_tiling(kind: str, batch, m, n, k, traffic=None, may_split: bool = True, tiles=None) -> Tiling:
     """The block tile and K split of a GEMM launch of template `kind` (B=batch, M, N, K; None: a dynamic size).
 
-    dot (SIMT) and dot_mma: the largest of `tiles` (default SIMT_TILES, MMA_TILES) that gives FILL_SHARE
-    of the SMs a block; where none does, the smallest, split along K only as far as its partials stay
-    within SIMT_PARTIALS_SHARE of `traffic` (the kernel's modelled bytes). dot_tf32: 64x64 and
-    `choose_splits`. A dynamic size keeps the first tile unsplit: its block count is known only at run
-    time."""
+    dot (SIMT): `_simt_tiling`, by SM partitions. dot_mma: the largest of `tiles` (default MMA_TILES)
+    that gives FILL_SHARE of the SMs a block; where none does, the smallest, split along K only as far
+    as its partials stay within SIMT_PARTIALS_SHARE of `traffic` (the kernel's modelled bytes).
+    dot_tf32: 64x64 and `choose_splits`. A dynamic size keeps the first tile unsplit: its block count
+    is known only at run time."""
     tiles = tiles or (MMA_TILES if kind == "dot_mma" else SIMT_TILES)
     if kind == "dot_tf32":
         tiles = ((64, 64),)
@@ -118,15 +148,47 @@ def choose_tiling(kind: str, batch, m, n, k, traffic=None, may_split: bool = Tru
     if kind == "dot_tf32":
         splits, per = choose_splits(batch, m, n, k, traffic) if may_split else (1, k)
         return Tiling(64, 64, splits, per)
+    if kind == "dot":
+        return _simt_tiling(tiles, batch, m, n, k, traffic, may_split)
     for bm, bn in _by_size(tiles, batch, m, n):
         if _fills(_blocks(batch, m, n, bm, bn)):
             return Tiling(bm, bn, 1, k)
     bm, bn = _by_size(tiles, batch, m, n)[-1]
     if not may_split:
         return Tiling(bm, bn, 1, k)
-    step, least = (MMA_STAGE_K, MIN_MMA_SPLIT_K) if kind == "dot_mma" else (16, MIN_SPLIT_K)
-    splits, per = _splits(_blocks(batch, m, n, bm, bn), batch, m, n, k, traffic, SIMT_PARTIALS_SHARE, step, least)
+    splits, per = _splits(_blocks(batch, m, n, bm, bn), batch, m, n, k, traffic, SIMT_PARTIALS_SHARE,
+                          MMA_STAGE_K, MIN_MMA_SPLIT_K)
     return Tiling(bm, bn, splits, per)
+
+
+def partitions(bm: int, bn: int, blocks: int) -> int:
+    """SM partitions a launch of `blocks` dot.cu blocks of bm x bn keeps busy: min(warps a block, 4)
+    each (the profile model's U, aotc/profile/model.py `sm_fill`)."""
+    return blocks * min(PARTITIONS, -(-bm * bn // 16 // 32))
+
+
+def useful_partitions(bm: int, bn: int, batch: int, m: int, n: int, splits: int = 1) -> Fraction:
+    """`partitions` counted over the output elements that exist (B x M x N, not the blocks' overhang):
+    B*M*N/512 x splits for every tile of at most 4 warps, half that for 64x64's 8."""
+    return Fraction(batch * m * n * splits * min(PARTITIONS, bm * bn // 16 // 32), bm * bn)
+
+
+def _simt_tiling(tiles, batch: int, m: int, n: int, k: int, traffic, may_split: bool) -> Tiling:
+    """dot.cu's tile and split: the most partitions busy (useful_partitions, counted up to FILL_SHARE of
+    the GPU's), then the fewest splits, then the largest tile (the best issue efficiency); each tile
+    takes the fewest splits that reach FILL_SHARE, within `_splits`' caps."""
+    target = FILL_SHARE * PARTITIONS * TARGET_SMS
+    best = None
+    for rank, (bm, bn) in enumerate(_by_size(tiles, batch, m, n)):
+        splits, per = 1, k
+        if may_split and useful_partitions(bm, bn, batch, m, n) < target:
+            splits, per = _splits(partitions(bm, bn, _blocks(batch, m, n, bm, bn)), batch, m, n, k, traffic,
+                                  SIMT_PARTIALS_SHARE, capacity=PARTITIONS * TARGET_SMS,
+                                  units_per_split=useful_partitions(bm, bn, batch, m, n))
+        key = (-min(useful_partitions(bm, bn, batch, m, n, splits), target), splits, rank)
+        if best is None or key < best[0]:
+            best = (key, Tiling(bm, bn, splits, per))
+    return best[1]
 
 
 def _by_size(tiles, batch, m, n):
@@ -135,12 +197,14 @@ def _by_size(tiles, batch, m, n):
 
 
 def _splits(tiles: int, batch: int, m: int, n: int, k: int, traffic, share: float, step: int = 16,
-            least: int = MIN_SPLIT_K) -> tuple[int, int]:
-    """(splits, K per split, a multiple of `step`, each >= `least`) for a launch of `tiles` blocks: the
-    fewest that fill FILL_SHARE of the SMs, or fewer where the partials would pass `share` of `traffic`
-    (None: no cap)."""
-    splits = min(MAX_SPLITS, TARGET_SMS // tiles, k // least, 65535 // batch,
-                 MAX_WORKSPACE // (4 * batch * m * n), math.ceil(FILL_SHARE * TARGET_SMS / tiles))
+            least: int = MIN_SPLIT_K, capacity: int = TARGET_SMS, units_per_split=None) -> tuple[int, int]:
+    """(splits, K per split, a multiple of `step`, each >= `least`) for a launch that occupies `tiles` of
+    the GPU's `capacity` (blocks of its SMs; dot.cu: SM partitions): the fewest that fill FILL_SHARE of
+    it (counting `units_per_split` a split where given, else `tiles`) within one wave, or fewer where
+    the partials would pass `share` of `traffic` (None: no cap)."""
+    fill = math.ceil(FILL_SHARE * capacity / (units_per_split or tiles))
+    splits = min(MAX_SPLITS, capacity // tiles, k // least, 65535 // batch,
+                 MAX_WORKSPACE // (4 * batch * m * n), fill)
     if traffic is not None:
         splits = min(splits, int(share * traffic) // (2 * 4 * batch * m * n))
     if splits < 2:

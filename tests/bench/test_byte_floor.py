@@ -66,9 +66,9 @@ def _gemm(m, n, k):
 
 
 def test_split_k_partials_are_written_and_read_back():
-    """ResNet-50's stage-4 1x1 conv as a GEMM (49 x 512, K = 2048) splits K two ways (64 blocks of 16x32
-    x 2 fill half the SMs): 2 f32 partial tiles per output, each written then read, in L2: the HBM
-    figure leaves them out, and the kernel stays within 1.1x."""
+    """ResNet-50's stage-4 1x1 conv as a GEMM (49 x 512, K = 2048) splits K two ways (16 blocks of 64x32;
+    a third split's partials would pass 10%): 2 f32 partial tiles per output, each written then read,
+    in L2: the HBM figure leaves them out, and the kernel stays within 1.1x."""
     m, n, k = 49, 512, 2048
     (kernel,) = _kernels(_gemm(m, n, k))
     assert kernel.splits == 2

@@ -106,14 +106,15 @@ def test_implicit_gemm_conv_on_a_smaller_tile(only_tile, tile):
     _check(graph, ins, seed, tile)
 
 
-def test_policy_picks_a_smaller_tile_before_splitting():
-    """BERT-base fc2 at seq 128 (24 tiles of 64x64, 48 of 64x32 or 32x64): 32x32 tiles (96) reach half a
-    wave without partials."""
+def test_policy_takes_the_largest_tile_of_the_most_partitions():
+    """BERT-base's attention output projection at seq 128 (128 x 768 x 768), chosen by the policy: 24
+    blocks of 64x64 keep 96 SM partitions, 48 of 64x32 (4 warps each) 192, as many as 32x32 or 16x32
+    would, and a split's partials would pass 10% of its traffic: 64x32 unsplit, against the interpreter."""
+    rng, seed = fresh_rng()
     b = GraphBuilder()
-    a, w = b.input("a", (128, 3072)), b.input("w", (3072, 768))
-    graph = b.build([matmul(b, a, w)])
-    from aotc.fusion.regions import partition
-    from aotc.kernels.codegen import generate
-    (kernel,) = [generate(graph, r) for r in partition(graph)]
-    assert kernel.splits == 1 and kernel.block == (64, 1, 1)
-    assert 2 * kernel.grid[0] * kernel.grid[1] >= split_k.TARGET_SMS
+    a, w = b.input("a", (128, 768)), b.input("w", (768, 768))
+    graph = b.build([b.add("tanh", matmul(b, a, w))])
+    ins = [random_array(rng, (128, 768)) / np.float32(np.sqrt(768)), random_array(rng, (768, 768))]
+    (dot,) = _check(graph, ins, seed, (64, 32), splits=False)
+    assert dot.grid == (24, 2, 1)
+    assert 4 * dot.grid[0] * dot.grid[1] == 192

@@ -7,7 +7,7 @@
 // reshapes) as index math; the epilogue (bias, activation, residual) runs on the accumulators before
 // the single store. Split-K launches (aotc/kernels/split_k.py) sum one K range per block; the tile's
 // last block adds the partials in a fixed order and runs the epilogue.
-extern "C" __global__ void __launch_bounds__(${threads}) ${name}(${params}) {
+extern "C" __global__ void __launch_bounds__(${threads}${min_blocks}) ${name}(${params}) {
   // rows of bm + 2 (bn + 2): a warp's stores of 16 k x 2 rows hit 32 distinct banks (2k + row); a
   // split-K launch's handoff reuses the memory for its tile (split_k_simt.part)
   __shared__ __align__(16) ${acc_t} aotc_smem[${smem_elems}];
