@@ -57,8 +57,10 @@ _DUPLICABLE = (ops.INJECTIVE, ops.SOURCE)
 # LN2 as its prologue 11.58 us against 2.05 us reading the materialized norm (8 warps an SM for
 # registers, the main loop's tensor share 2.5%), the row kernel it saves 1.14 us. f32 (SIMT, 2 layers):
 # QKV 26.15 -> 28.36 us, FFN1 26.25 -> 28.51 us, each saving a 1.28 us row kernel: 274.3 -> 277.3 us.
-# The epilogue side is cheap in every template (+0.02 to +0.34 us). Turn it on once the prologue
-# normalizes a staged A tile in shared memory (once per element, not once per load).
+# The epilogue side is cheap in every template (+0.02 to +0.34 us). The prologue's cost is the
+# normalization inside the main loop, redone by each of the N / bn column blocks. What would pay:
+# the GEMM on raw s (A by cp.async) with LN folded algebraically, W' = diag(gamma) W at compile time and
+# rstd[r] * (acc - mean[r] * colsum(W')[n]) + (beta W)[n] in the epilogue (mind the cancellation).
 POST_LN_FOLD = False
 
 
