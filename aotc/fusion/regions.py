@@ -11,7 +11,9 @@ graph output, or a value some consumer region did not absorb):
   the contracted axes) whose result only feeds GEMMs' lhs is recomputed in
   each GEMM's prologue (*norm prologue*): the GEMM derives the row statistics
   of its 64-row tile in a pre-pass, so the normalized tensor never goes
-  through memory and the norm needs no kernel of its own;
+  through memory and the norm needs no kernel of its own; with POST_LN_FOLD
+  (off: see there) a post-LN encoder's norm, whose result also feeds a later
+  residual add, is recomputed by that add's GEMM epilogue too (epilogue_norm_plan);
 - a GEMM whose result is read only as k equal column blocks (SwiGLU's gate and
   up halves, an LSTM's four gates) takes the unit over the blocks as a *gated
   epilogue*, values the unit also hands to later ops (the LSTM's c_t) written as
@@ -48,6 +50,19 @@ from aotc.patterns.attention import classify
 _FUSIBLE = (ops.ELEMENTWISE, ops.INJECTIVE, ops.SOURCE)
 _DUPLICABLE = (ops.INJECTIVE, ops.SOURCE)
 
+# The post-LN fold (epilogue_norm_plan) is complete and tested but off: under the profile's model
+# (bench.profile_report, BERT-base fp16) the norm prologue costs the GEMMs that take it more than the row
+# kernels it saves: 156.6 -> 359.6 us at batch 1, 1208.7 -> 5986.4 us at batch 32 (85 -> 62 launches).
+# dot_mma computes the normalized A element per load instead of staging A by cp.async: the QKV GEMM with
+# LN2 as its prologue 11.58 us against 2.05 us reading the materialized norm (8 warps an SM for
+# registers, the main loop's tensor share 2.5%), the row kernel it saves 1.14 us. f32 (SIMT, 2 layers):
+# QKV 26.15 -> 28.36 us, FFN1 26.25 -> 28.51 us, each saving a 1.28 us row kernel: 274.3 -> 277.3 us.
+# The epilogue side is cheap in every template (+0.02 to +0.34 us). The prologue's cost is the
+# normalization inside the main loop, redone by each of the N / bn column blocks. What would pay:
+# the GEMM on raw s (A by cp.async) with LN folded algebraically, W' = diag(gamma) W at compile time and
+# rstd[r] * (acc - mean[r] * colsum(W')[n]) + (beta W)[n] in the epilogue (mind the cancellation).
+POST_LN_FOLD = False
+
 
 def explain(region: Region) -> dict:
     """What one region computes and why it stopped growing (`aotc compile --explain`).
@@ -72,8 +87,11 @@ def prologue_of(region: Region) -> list[Node]:
     consume its result. Empty for other kinds."""
     if region.kind not in ("dot", "conv") or region.anchor is None:
         return []
-    after = set(region.epilogue) | {region.anchor}
-    return [n for n in region.nodes if n not in after and ops.category(n.op) not in _DUPLICABLE]
+    produced = {v: n for n in region.nodes for v in n.outputs}
+    feeds = set(walk([region.anchor], lambda n: (produced[v] for v in n.inputs if v in produced)))
+    # an epilogue norm (epilogue_norm_plan) is neither: the epilogue reads it, the anchor does not
+    return [n for n in region.nodes if n in feeds and n is not region.anchor and n not in region.epilogue
+            and ops.category(n.op) not in _DUPLICABLE]
 
 
 def _is_anchor(n: Node) -> bool:
@@ -91,6 +109,7 @@ def partition(graph: Graph) -> list[Region]:
     regions: list[Region] = []
     attention, refused = classify(graph, attention_refusal)     # --explain says why one is not one kernel
     written: set[Value] = set()          # extra roots: values a region writes beside its root
+    folded = epilogue_norm_plan(graph, users, producer, outputs, attention)
 
     def fully_absorbed(n: Node) -> bool:
         """Every region computing a user of n also computes n (so n needs no buffer)."""
@@ -108,7 +127,7 @@ def partition(graph: Graph) -> list[Region]:
         if fully_absorbed(n) or (n.outputs and all(v in written for v in n.outputs)):
             continue
         rid = len(regions)
-        region = _grow(n, rid, users, producer, outputs, absorbed_in, attention, position)
+        region = _grow(n, rid, users, producer, outputs, absorbed_in, attention, position, folded)
         if region.anchor in refused:
             region.reasons.append(refused[region.anchor])
         written.update(region.extra_roots)
@@ -159,11 +178,12 @@ def _loop_reads_elementwise(a: Region, b: Region, users, outputs) -> bool:
     return all(ops.category(n.op) == ops.ELEMENTWISE and n.outputs[0].shape == shape for n in reached)
 
 
-def _grow(root: Node, rid: int, users, producer, outputs, absorbed_in, attention, position=None) -> Region:
+def _grow(root: Node, rid: int, users, producer, outputs, absorbed_in, attention, position=None,
+          folded=None) -> Region:
     """Grow the region rooted at `root`; try a row region first, then without reductions."""
-    region = _grow_once(root, users, producer, outputs, True, attention, position)
+    region = _grow_once(root, users, producer, outputs, True, attention, position, folded=folded)
     if region.kind == "row" and not row_structure_ok(region, producer):
-        region = _grow_once(root, users, producer, outputs, False, attention, position)
+        region = _grow_once(root, users, producer, outputs, False, attention, position, folded=folded)
         region.reasons.append("reductions not fused into a row kernel: not a row-wise pattern")
     for m in region.nodes:
         absorbed_in.setdefault(m, set()).add(rid)
@@ -171,7 +191,7 @@ def _grow(root: Node, rid: int, users, producer, outputs, absorbed_in, attention
 
 
 def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention=None, position=None,
-               shared=None) -> Region:
+               shared=None, folded=None) -> Region:
     members: set[Node] = {root}
     reasons: list[str] = []
     anchor = root if _is_anchor(root) else None
@@ -206,12 +226,19 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
     pre_reasons = list(reasons)
     depthwise = None
     if heavy and match is None:
-        norm, why = norm_prologue(anchor, users, producer, outputs)
+        norm, why = norm_prologue(anchor, users, producer, outputs, folded)
         if why:
             pre_reasons.append(why)
         if norm:
             members |= norm
             restricted.update({m: True for m in norm})
+        for h in dict.fromkeys(v for e in epilogue for v in e.inputs if v in (folded or {})):
+            naxes = len(next(m for m in folded[h] if m.op == "reduce").attrs["axes"])
+            if _epilogue_norm_gemm(anchor, h, naxes, attention or {}):     # LN(s) an epilogue adds, from s's rows
+                members |= folded[h]
+                restricted.update({m: True for m in folded[h]})
+                pre_reasons.append(f"norm '{_norm_name(folded[h])}' recomputed in the epilogue from its input's rows "
+                                   f"(its result is not materialized)")
         staged, why = depthwise_prologue(anchor, users, producer, outputs)
         if why:
             pre_reasons.append(why)
@@ -232,7 +259,7 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
                 continue
             limited = restricted[node] and not (node is anchor and v is anchor.inputs[0] and once)
             why = _absorb_refusal(p, v, anchor if limited else None, anchor, allow_rows, root, users, members,
-                                  outputs, shared)
+                                  outputs, shared, folded)
             if why:
                 reasons.append(why)
                 continue
@@ -256,7 +283,7 @@ def _grow_once(root: Node, users, producer, outputs, allow_rows: bool, attention
 
 
 def _absorb_refusal(p: Node, v: Value, restricted, anchor, allow_rows: bool, root: Node,
-                    users, members, outputs, shared=None) -> str:
+                    users, members, outputs, shared=None, folded=None) -> str:
     """Why producer `p` of `v` cannot join the region ("" if it can).
 
     `restricted`: the anchor whose operand prologue `p` would join (its family's rule
@@ -272,6 +299,9 @@ def _absorb_refusal(p: Node, v: Value, restricted, anchor, allow_rows: bool, roo
         return f"reduce '{p.name}' not fused into a row kernel: shape, axes or users differ"
     if cat not in _FUSIBLE:
         return f"{p.op} '{p.name}' not fused: {cat} ops anchor their own region"
+    h = next((w for w in p.inputs if w in (folded or {})), None)
+    if h is not None:        # only a GEMM epilogue recomputes that norm: p stays one (epilogue_norm_plan)
+        return f"{p.op} '{p.name}' not fused: it reads norm '{_norm_name(folded[h])}', which GEMM kernels recompute"
     if anchor is not None and v is anchor.inputs[0] and materialized_channel_pad(anchor, p):
         return f"pad '{p.name}' not fused: conv '{anchor.name}' stages its channel-padded input by cp.async"
     if restricted is not None and not prologue_accepts(rule_for(restricted), p.op):
@@ -290,18 +320,21 @@ def _absorb_refusal(p: Node, v: Value, restricted, anchor, allow_rows: bool, roo
     return ""
 
 
-def norm_prologue(anchor: Node, users, producer, outputs) -> tuple[set[Node], str]:
+def norm_prologue(anchor: Node, users, producer, outputs, folded=None) -> tuple[set[Node], str]:
     """(the row-norm nodes a GEMM recomputes in its lhs prologue, why not: "" or a reason).
 
     The lhs must be the root of a row pattern (see row_structure_ok) reducing
     exactly the contracted axes, which trail the free ones (no batch dims), so a
     reduction's row is the GEMM's m index. Every user of the lhs must be such a
     GEMM: each then computes the norm itself (the statistics are cheap next to
-    the GEMM) and the normalized tensor is never materialized.
+    the GEMM) and the normalized tensor is never materialized. A post-LN norm that
+    GEMM epilogues also recompute (`folded`, epilogue_norm_plan) joins as it is.
     """
     if anchor.op != "dot_general":
         return set(), ""
     lhs = anchor.inputs[0]
+    if lhs in (folded or {}):
+        return set(folded[lhs]), ""
     p = producer.get(lhs)
     if p is None or lhs in outputs or ops.category(p.op) != ops.ELEMENTWISE or not lhs.dtype.is_float \
             or lhs.dtype == dtypes.f64:           # the row statistics pre-pass reduces in float
@@ -323,6 +356,104 @@ def norm_prologue(anchor: Node, users, producer, outputs) -> tuple[set[Node], st
     if reads > 2:
         return set(), why + f"its {len(reduces)} row passes read {reads} row tensors, more than the tile loads"
     return set(sub.nodes), ""
+
+
+def epilogue_norm_plan(graph: Graph, users, producer, outputs, attention=None) -> dict[Value, frozenset]:
+    """Post-LN encoders' norms that GEMMs recompute instead of a row kernel materializing them.
+
+    In BERT's layer h = LN(s), s = x + GEMM + b, and h feeds two consumers: the next
+    GEMM's lhs and the residual add that follows that block (s' = h + GEMM' + b'). A
+    norm qualifies when its input s is in memory anyway (it is the residual sum some
+    GEMM's epilogue writes) and every user of h is either a GEMM's lhs laid out for a
+    norm prologue or an elementwise op whose region is a GEMM epilogue over the norm's
+    rows (output shape h's, rows the GEMM's m). The GEMMs then normalize on the fly
+    (prologue) and the epilogues compute LN(s)[r, c] from s[r, c] and the row's stats,
+    taken by the same pre-pass over s's rows (kernels/codegen_norm_prologue.py), so
+    the row kernel goes and h never goes through memory. h -> the norm's nodes, which
+    stop at s: the residual sum stays its GEMM's epilogue and is materialized there.
+    """
+    plan: dict[Value, frozenset] = {}
+    if not POST_LN_FOLD:
+        return plan
+    attention = attention or {}
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    for n in graph.nodes:
+        if ops.category(n.op) != ops.ELEMENTWISE or len(n.outputs) != 1:
+            continue
+        h = n.outputs[0]
+        if not any(u.op == "dot_general" and u.inputs[0] is h for u in users.get(h, [])):
+            continue
+        nodes = _epilogue_norm(h, users, producer, outputs, attention, position)
+        if nodes:
+            plan[h] = frozenset(nodes)
+    for h in list(plan):          # one norm per region: an epilogue GEMM's lhs is no norm of its own
+        for u in users.get(h, []):
+            if u.op != "dot_general":
+                anchor, _ = _find_epilogue_anchor(u, users, producer, outputs, [])
+                if anchor.inputs[0] in plan or norm_prologue(anchor, users, producer, outputs)[0]:
+                    plan.pop(h)
+                    break
+    return plan
+
+
+def _epilogue_norm(h: Value, users, producer, outputs, attention, position) -> set[Node]:
+    """The nodes computing row norm h from its materialized input, if h qualifies (epilogue_norm_plan)."""
+    p = producer.get(h)
+    if h in outputs or not h.dtype.is_float or h.dtype == dtypes.f64:
+        return set()
+    sub = _grow_once(p, users, producer, outputs, True)
+    reduces = sorted((m for m in sub.nodes if m.op == "reduce"), key=position.__getitem__)
+    if sub.kind != "row" or not reduces:
+        return set()
+    s = reduces[0].inputs[0]                          # the first reduction reads the norm's input (the mean's)
+    while producer.get(s) is not None and producer[s].op == "convert" and s not in outputs:
+        s = producer[s].inputs[0]                     # the norm's input: LayerNorm in f32 of an f16 sum
+    sub = _grow_once(p, users, producer, outputs | {s}, True)
+    q = producer.get(s)
+    if q is not None and s not in outputs and all(u in sub.nodes for u in users.get(s, [])) \
+            and _find_epilogue_anchor(q, users, producer, outputs, [])[0] is None:
+        return set()              # s is no GEMM's result (BERT's embedding sum): its norm stays a row kernel
+    reduces = [m for m in sub.nodes if m.op == "reduce"]
+    if sub.kind != "row" or not reduces or not row_structure_ok(sub, producer) or s.shape != h.shape:
+        return set()
+    if any(_full_reads(r.inputs[0], sub.nodes, producer, h.shape) != {s} for r in reduces) \
+            or _full_reads(h, sub.nodes, producer, h.shape) != {s}:
+        return set()              # the norm reads s alone, once per phase
+    axes = tuple(reduces[0].attrs["axes"])
+    rank = h.type.rank
+    if axes != tuple(range(rank - len(axes), rank)) or len(axes) == rank:
+        return set()
+    gemm = epi = 0
+    for u in users.get(h, []):
+        if u.op == "dot_general" and u.inputs[0] is h and u.inputs[1] is not h and _norm_layout_ok(u) \
+                and tuple(u.attrs["lhs_contract"]) == axes and u not in attention:
+            gemm += 1
+            continue
+        if ops.category(u.op) != ops.ELEMENTWISE or u.outputs[0].shape != h.shape:
+            return set()
+        anchor, _ = _find_epilogue_anchor(u, users, producer, outputs, [])
+        if anchor is None or not _epilogue_norm_gemm(anchor, h, len(axes), attention):
+            return set()
+        epi += 1
+    return set(sub.nodes) if gemm and epi else set()
+
+
+def _epilogue_norm_gemm(anchor: Node, h: Value, naxes: int, attention) -> bool:
+    """A GEMM whose epilogue can add norm h over its `naxes` trailing axes: a float dot (SIMT, mma or tf32
+    template) with no batch dims whose output is h's shape and whose n dims are the norm's axes, so a row
+    of h is the GEMM's m index."""
+    if anchor is None or anchor.op != "dot_general" or anchor in attention:
+        return False
+    a = anchor.attrs
+    lhs, rhs = anchor.inputs
+    _, rf = ops.dot_free_dims(a, lhs.type.rank, rhs.type.rank)
+    return (not a["lhs_batch"] and lhs.dtype == rhs.dtype and lhs.dtype in (dtypes.f16, dtypes.bf16, dtypes.f32)
+            and anchor.outputs[0].shape == h.shape and len(rf) == naxes)
+
+
+def _norm_name(nodes) -> str:
+    """A norm's name for --explain: its first reduction's."""
+    return next((n.name for n in sorted(nodes, key=lambda n: n.name) if n.op == "reduce"), "?")
 
 
 def _feeds_norm_gemms(v: Value, users, outputs) -> bool:

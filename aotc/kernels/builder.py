@@ -95,6 +95,7 @@ class KernelBuilder:
         self.producer = producer
         self.idx_t = _idx_t(region)
         self.norm_phases: list[list] = []     # set by codegen_norm_prologue.norm_row_stats
+        self.epilogue_overrides: dict = {}    # an epilogue norm's row stats (norm_row_stats), for dot_epilogue
         small = {v for v in region.inputs if v in graph.constants and v.type.size == 1}
         params = [v for v in region.inputs if v not in small]
         # a slice of an input is read through a pointer to its first element (a view) with the
@@ -407,7 +408,7 @@ def simt_grid(tiling: split_k.Tiling, B, M, N) -> tuple:
 def dot_epilogue(b: KernelBuilder, bshape, mshape, nshape, M, N, indent: int) -> Emitter:
     """Epilogue + store for output element (b, m, n), the accumulator in `accv`."""
     out = b.region.anchor.outputs[0]
-    em = b.emitter(indent=indent, overrides={out: "accv"})
+    em = b.emitter(indent=indent, overrides={out: "accv", **b.epilogue_overrides})
     idx = (unravel(em, "b", bshape, "ob") if bshape else []) + unravel(em, "m", mshape, "om") \
         + unravel(em, "n", nshape, "on")
     if len(idx) != out.type.rank:      # the dot's output dims are (batch, lhs free, rhs free) in order

@@ -15,6 +15,9 @@ is templates/norm_row_stats.part, each phase reduce_phase.part.
 """
 from __future__ import annotations
 
+import math
+
+from aotc.errors import UnsupportedError
 from aotc.kernels.builder import unravel
 from aotc.kernels.emitter import Emitter
 from aotc.kernels.template import instantiate
@@ -22,9 +25,9 @@ from aotc.kernels.template import instantiate
 TILE_M = 64
 
 
-def _frontier(nodes, shape):
-    """The row-shaped values (derived from a reduction) that full-shape nodes read."""
-    dependent = {n for n in nodes if n.op == "reduce"}
+def _frontier(nodes, shape, reduces):
+    """The row-shaped values (derived from `reduces`) that full-shape nodes read."""
+    dependent = set(reduces)
     produced = {v: n for n in nodes for v in n.outputs}
     out = []
     for n in nodes:                               # graph order
@@ -40,30 +43,93 @@ def _frontier(nodes, shape):
 
 
 def norm_row_stats(b, mshape, kshape, M: int, K: int, tile_m: int = TILE_M):
-    """(pre-pass code, overrides for the A loads); ("", {}) when the region has no norm prologue."""
-    reduces = [n for n in b.members if n.op == "reduce"]
-    if not reduces:
+    """(pre-pass code, overrides for the A loads); ("", {}) when the region has no row norm.
+
+    The region's reductions are split into norms (norm_groups); a norm the anchor's lhs depends on is the
+    prologue's (its stats indexed by the A load's row `am`), any other one is an epilogue norm (a residual
+    LN(s) the epilogue adds; its stats indexed by the output row `m`, left in b.epilogue_overrides for
+    dot_epilogue). Each norm runs over its own row (the reduce's axes), not necessarily the GEMM's K.
+    """
+    groups = norm_groups(b.members, b.region.anchor)
+    if not groups:
         return "", {}
+    codes, prologue = [], {}
+    b.norm_phases = []
+    for g, (reduces, in_prologue) in enumerate(groups):
+        x = reduces[0].inputs[0]
+        axes = list(reduces[0].attrs["axes"])
+        rshape = [d for i, d in enumerate(x.shape) if i not in axes]
+        if [str(d) for d in rshape] != [str(d) for d in mshape]:
+            raise UnsupportedError(f"norm '{reduces[0].name}' in gemm '{b.region.anchor.name}': its rows "
+                                   f"{rshape} are not the gemm's m rows {list(mshape)}")
+        cshape = [x.shape[a] for a in axes]
+        rs = "aotc_rs" if g == 0 else f"aotc_rs{g}"
+        code, stats = _norm_pass(b, reduces, cshape, math.prod(cshape), mshape, M, tile_m, rs)
+        codes.append(code)
+        row = "am" if in_prologue else "m"
+        overrides = {v: f"{rs}[{i}][{row} - m0]" for i, v in enumerate(stats)}
+        if in_prologue:
+            prologue.update(overrides)
+        else:
+            b.epilogue_overrides.update(overrides)
+    return "\n".join(codes), prologue
+
+
+def norm_groups(members, anchor) -> list[tuple[list, bool]]:
+    """The region's row norms: (their reduce nodes, whether the anchor's lhs depends on them), in graph order.
+
+    Two reductions belong to one norm when one depends on the other (LayerNorm's variance reads the mean);
+    a region may hold the norm its GEMM's prologue normalizes and one its epilogue adds (a post-LN
+    encoder's residual, fusion/prologues.py epilogue_norms)."""
+    produced = {v: n for n in members for v in n.outputs}
+    reduces = [n for n in members if n.op == "reduce"]
+
+    def ancestors(v):
+        seen, stack = set(), [v]
+        while stack:
+            w = stack.pop()
+            n = produced.get(w)
+            if n is None or n in seen:
+                continue
+            seen.add(n)
+            stack += list(n.inputs)
+        return seen
+
+    groups: list[list] = []
+    for r in reduces:
+        above = ancestors(r.inputs[0])
+        for grp in groups:
+            if any(q in above for q in grp):
+                grp.append(r)
+                break
+        else:
+            groups.append([r])
+    lhs_deps = ancestors(anchor.inputs[0]) if anchor is not None and anchor.inputs else set()
+    return [(grp, any(r in lhs_deps for r in grp)) for grp in groups]
+
+
+def _norm_pass(b, reduces, kshape, K, mshape, M, tile_m, rs):
+    """(norm_row_stats.part for one norm, the row values it leaves in `rs`, in order)."""
     shape = reduces[0].inputs[0].shape
-    frontier = _frontier(b.members, shape)
+    frontier = _frontier(b.members, shape, reduces)
     em_row: Emitter = b.emitter(indent=3)
     kept = unravel(em_row, "am", mshape, "nr_")
     pair = one_pass_pair(b.members, reduces, b.graph.constants)
     if pair is not None:
         phases = [_one_pass_phase(b, pair, kept, kshape, K)]
         overrides = {pair[0].outputs[0]: "nred0", pair[1].outputs[0]: "nred1"}
-        b.norm_phases = [list(reduces)]
+        b.norm_phases.append(list(reduces))
     else:
         phases, overrides = _reduce_phases(b, reduces, kept, kshape, K)
-        b.norm_phases = [[r] for r in reduces]
+        b.norm_phases += [[r] for r in reduces]
     em: Emitter = b.emitter(indent=3, overrides=overrides)
     for i, v in enumerate(frontier):
         val = em.value(v, kept + ["0"] * (v.type.rank - len(kept)))
-        em.emit(f"if ((threadIdx.x & 31) == 0) aotc_rs[{i}][aotc_r] = {val};")
+        em.emit(f"if ((threadIdx.x & 31) == 0) {rs}[{i}][aotc_r] = {val};")
     code = instantiate("norm_row_stats.part", dict(
-        nstats=len(frontier), tile_m=tile_m, idx_t=b.idx_t, m=M, row_index=em_row.text(),
+        rs=rs, nstats=len(frontier), tile_m=tile_m, idx_t=b.idx_t, m=M, row_index=em_row.text(),
         phases="\n".join(phases), stats=em.text()), indent=2)
-    return code, {v: f"aotc_rs[{i}][am - m0]" for i, v in enumerate(frontier)}
+    return code, frontier
 
 
 def _reduce_phases(b, reduces, kept, kshape, K):
