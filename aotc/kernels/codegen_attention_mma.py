@@ -24,6 +24,7 @@ the rest staged per element: BERT-base fp16's attention went from 2.72 to
 from __future__ import annotations
 
 from aotc.fusion.rules.attention import MMA_HEAD_DIMS, tensor_core_attention
+from aotc.fusion.rules.target import sm_fill
 from aotc.ir import dims as D
 from aotc.ir import dtypes
 from aotc.kernels.attention_views import aligned_test, copy_code, operand_views
@@ -78,7 +79,6 @@ def key_splits(nbatch, sq) -> int:
     2.41 -> 1.18 us predicted; the 16 x 4 kernel's 128 keys are one staged tile, so it has no main loop
     and the model charges full issue efficiency (at the 64-row loop's 6.4% HMMA share it would be 1.33 us;
     at the whole kernel's 3.3%, cold copy included, 1.65 us)."""
-    from aotc.profile.model import sm_fill
     heads, queries = D.upper(nbatch), D.upper(sq)
 
     def fill(s: int) -> float:

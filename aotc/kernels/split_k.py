@@ -86,7 +86,7 @@ from fractions import Fraction
 
 from aotc.ir import dims as D
 
-from aotc.fusion.rules.target import MAX_WORKSPACE, TARGET_SMS
+from aotc.fusion.rules.target import MAX_WORKSPACE, PARTITIONS, TARGET_SMS
 from aotc.kernels.mma_staging import c_stride
 from aotc.kernels.template import instantiate
 
@@ -95,7 +95,6 @@ MIN_SPLIT_K = 128        # each block still runs >= 8 K tiles of 16
 MMA_STAGE_K = 64         # dot_mma.cu's pipeline stage: a split's K is a whole number of them
 MIN_MMA_SPLIT_K = 4 * MMA_STAGE_K    # a split runs >= 4 stages: its pipeline's exposed first stage <= 1/4
 FILL_SHARE = 0.5         # the split gives at least this share of the SMs a block (fusion_report's "half a wave")
-PARTITIONS = 4           # warp schedulers an SM, each with its own FMA pipes (profile/model.py's sm_fill)
 PARTIALS_SHARE = 0.05    # beyond that, partial-sum bytes (written + read) per byte of the kernel's own traffic
 SIMT_PARTIALS_SHARE = 0.1    # dot.cu's cap on them: the bytes target's 1.1x of a kernel's compulsory traffic
 GEMM_TEMPLATES = ("dot", "dot_mma", "dot_tf32")

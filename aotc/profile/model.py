@@ -32,10 +32,9 @@ pattern, code and grid allow.
 """
 from __future__ import annotations
 
-import math
 
+from aotc.fusion.rules.target import PARTITIONS, sm_fill  # noqa: F401  (the model's fill term)
 from aotc.package.inspect import H200_BANDWIDTH, H200_FP32_FLOPS, H200_TC_FLOPS, uses_tensor_cores
-from aotc.profile.occupancy import SM_LIMITS
 
 LAUNCH_OVERHEAD_S = 1.0e-6
 # An HMMA.16816 keeps the tensor pipe busy for several issue slots, so one in
@@ -60,18 +59,6 @@ def issue_efficiency(kernel: str, sass_mix: dict | None) -> float:
     return max(min(1.0, share / MATH_SHARE_FOR_PEAK[unit]), 0.01)
 
 
-PARTITIONS = 4     # warp schedulers (and tensor cores) an SM, sm_80 and sm_90
-
-
-def sm_fill(grid, block=None, sms: int = SM_LIMITS["sm_90"].sms) -> float:
-    """The share of the SM partitions' time a grid keeps busy: U / (4S x ceil(U / 4S)) with U = blocks x
-    min(warps a block, 4); 1 when the grid is unknown (a block of unknown size counts as 4 warps)."""
-    blocks = math.prod(grid) if grid else 0
-    if not blocks:
-        return 1.0
-    warps = min(PARTITIONS, -(-math.prod(block) // 32)) if block else PARTITIONS
-    units, slots = blocks * warps, PARTITIONS * sms
-    return units / (slots * math.ceil(units / slots))
 
 
 def bound(kernel: str, nbytes: int, flops: int) -> str:
