@@ -32,7 +32,6 @@ pattern, code and grid allow.
 """
 from __future__ import annotations
 
-
 from aotc.fusion.rules.target import PARTITIONS, sm_fill  # noqa: F401  (the model's fill term)
 from aotc.package.inspect import H200_BANDWIDTH, H200_FP32_FLOPS, H200_TC_FLOPS, uses_tensor_cores
 
