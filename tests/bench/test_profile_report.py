@@ -18,3 +18,15 @@ def test_summary_weights_by_bytes_and_counts_the_flagged_launches():
     assert "4 launches" in line and "load eff  87.5%" in line and "mem-bound <90%:   1" in line
     assert "conflicts 4 of 20 smem requests" in line and "local memory in 1" in line and "occ<25% 1" in line
     assert "(3.00x)" in line
+
+
+def test_build_model_knows_gpt2_small_reduced_and_full():
+    """GPT-2 (pre-LN: its LayerNorms are GEMM prologues) is profiled at the reduced and the full size."""
+    import pytest
+    from bench.profile_report import build_model
+    reduced, feeds = build_model("gpt2_small", 2, False)
+    assert feeds["input_ids"].shape == (2, 32)
+    _, feeds = build_model("gpt2_small", 1, True)
+    assert feeds["input_ids"].shape == (1, 128)
+    with pytest.raises(SystemExit, match="gpt2_small"):
+        build_model("gpt3", 1, False)
