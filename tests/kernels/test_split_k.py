@@ -195,15 +195,21 @@ def test_split_gemm_matches_the_interpreter_and_resets_its_counters(m, n, k, dty
     np.testing.assert_array_equal(got, again)         # partials add in split order: deterministic
 
 
-def test_split_implicit_gemm_conv():
-    """ResNet's late 3x3 convs: few output pixels, K = 9 * C; NHWC implicit GEMM, split."""
+def _stage4_conv(hw: int, cout: int):
+    """tanh(3x3 conv) of a (1, hw, hw, 512) NHWC input to `cout` channels, as ResNet's stage 4 at batch 1:
+    (graph, fresh inputs, seed)."""
     rng, seed = fresh_rng()
     b = GraphBuilder()
-    x, w = b.input("x", (1, 5, 5, 512)), b.input("w", (40, 3, 3, 512))
+    x, w = b.input("x", (1, hw, hw, 512)), b.input("w", (cout, 3, 3, 512))
     y = b.add("convolution", x, w, strides=(1, 1), padding=((1, 1), (1, 1)), dilations=(1, 1),
               groups=1, layout="NHWC")
     graph = b.build([b.add("tanh", y)])
-    ins = [random_array(rng, (1, 5, 5, 512)) / 30, random_array(rng, (40, 3, 3, 512))]
+    return graph, [random_array(rng, (1, hw, hw, 512)) / 30, random_array(rng, (cout, 3, 3, 512))], seed
+
+
+def test_split_implicit_gemm_conv():
+    """ResNet's late 3x3 convs: few output pixels, K = 9 * C; NHWC implicit GEMM, split."""
+    graph, ins, seed = _stage4_conv(5, 40)
     (got,), kernels, counters = run_on_host(graph, ins, runs=2)
     # 25 pixels x 40: a block of 32x64 (4 warps, the tile that overhangs least); K = 4608: the 737 KB of
     # weights afford 9 splits of 8 KB partials within 10%
@@ -216,13 +222,7 @@ def test_policy_split_late_conv_matches_the_interpreter():
     """ResNet-50's stage-4 3x3 conv at batch 1, 128 of its 512 outputs: 49 pixels x 128, K = 4608, chosen
     by the policy (nothing forced): 4 blocks of 64x32 (16 partitions), split 4 ways (the 2.4 MB of
     traffic affords 4 splits of 50 KB partials within 10%)."""
-    rng, seed = fresh_rng()
-    b = GraphBuilder()
-    x, w = b.input("x", (1, 7, 7, 512)), b.input("w", (128, 3, 3, 512))
-    y = b.add("convolution", x, w, strides=(1, 1), padding=((1, 1), (1, 1)), dilations=(1, 1),
-              groups=1, layout="NHWC")
-    graph = b.build([b.add("tanh", y)])
-    ins = [random_array(rng, (1, 7, 7, 512)) / 30, random_array(rng, (128, 3, 3, 512))]
+    graph, ins, seed = _stage4_conv(7, 128)
     (got,), kernels, counters = run_on_host(graph, ins, runs=2)
     (k,) = kernels
     assert k.block == (128, 1, 1) and "Block tile 64x32" in k.source and k.splits == 4
