@@ -51,6 +51,8 @@ class Kernel:
     flops_expr: object = None      # the ints above are their values at the top of the ranges
     norm_phases: list = field(default_factory=list)   # a GEMM's norm prologue: the reduce nodes of each read of
                                                        # the row (a one-pass LayerNorm: both in one phase)
+    derived: dict = field(default_factory=dict)  # params that are constants computed by codegen -> their arrays
+                                                 # (a norm folded into the weights, norm_fold.py)
 
     def sources(self) -> list[Value]:
         """The materialized values the kernel reads (a view's source in its place)."""
@@ -96,6 +98,7 @@ class KernelBuilder:
         self.idx_t = _idx_t(region)
         self.norm_phases: list[list] = []     # set by codegen_norm_prologue.norm_row_stats
         self.epilogue_overrides: dict = {}    # an epilogue norm's row stats (norm_row_stats), for dot_epilogue
+        self.fold = None                      # a norm folded into the weights (apply_fold)
         small = {v for v in region.inputs if v in graph.constants and v.type.size == 1}
         params = [v for v in region.inputs if v not in small]
         # a slice of an input is read through a pointer to its first element (a view) with the
@@ -134,6 +137,21 @@ class KernelBuilder:
         self.consts = {v: graph.constants[v] for v in small}
         anchor = region.anchor
         self.members = [n for n in region.nodes if n is not anchor]
+
+    def apply_fold(self, fold) -> None:
+        """Bind the params to a norm fold (norm_fold.NormFold): the weight's param carries W' (the rhs's
+        index math still names the weight's Value, which now resolves to W'), the correction vectors
+        follow, and inputs only the folded chain read (gamma, beta) leave."""
+        self.fold = fold
+        self.params = [fold.folded if v is fold.weight else v for v in self.params if v not in fold.unread]
+        self.params += [c for _, c in fold.corrections]
+        self.param_names = {v: f"p{i}" for i, v in enumerate(self.params)}
+        self.param_names[fold.weight] = self.param_names[fold.folded]
+
+    def operands(self) -> tuple[Value, Value]:
+        """The anchor's (lhs, rhs) as the GEMM reads them: a folded norm's raw input as the lhs."""
+        lhs, rhs = self.region.anchor.inputs
+        return (self.fold.x if self.fold is not None else lhs), rhs
 
     def dense(self, v: Value) -> bool:
         """Whether param `v`'s element i sits at its pointer + i: not a view, or a view that is one run of
@@ -230,7 +248,8 @@ class KernelBuilder:
                     for n in region.nodes)
         return Kernel(name, text, self.params + [region.root], tuple(grid), tuple(block), smem,
                       region, D.upper(bytes_expr), D.upper(flops_expr), splits, extra, counters, dict(self.views),
-                      list(region.extra_roots), dims, bytes_expr, flops_expr, list(self.norm_phases))
+                      list(region.extra_roots), dims, bytes_expr, flops_expr, list(self.norm_phases),
+                      dict(self.fold.arrays) if self.fold is not None else {})
 
 
 def _epilogue_path(region: Region, producer) -> list:

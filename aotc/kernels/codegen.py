@@ -28,6 +28,7 @@ from aotc.kernels.codegen_conv8 import generate_conv8
 from aotc.kernels.codegen_mma8 import generate_dot_mma8, is_mma8
 from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
 from aotc.kernels.codegen_norm_prologue import norm_row_stats
+from aotc.kernels.norm_fold import fold_epilogue, plan_fold
 from aotc.kernels.codegen_vector import vector_loop
 from aotc.kernels.emitter import compute_type, linear, literal, store_expr
 from aotc.kernels.template import instantiate
@@ -161,7 +162,10 @@ def _reduction(b: KernelBuilder) -> Kernel:
 
 def _dot(b: KernelBuilder) -> Kernel:
     anchor = b.region.anchor
-    lhs, rhs = anchor.inputs
+    fold = plan_fold(b.graph, b.region, b.producer)
+    if fold is not None:                   # a norm prologue folded into the weights: the GEMM reads raw x
+        b.apply_fold(fold)
+    lhs, rhs = b.operands()
     lb, rb = anchor.attrs["lhs_batch"], anchor.attrs["rhs_batch"]
     lc, rc = anchor.attrs["lhs_contract"], anchor.attrs["rhs_contract"]
     lf, rf = ops.dot_free_dims(anchor.attrs, lhs.type.rank, rhs.type.rank)
@@ -182,6 +186,8 @@ def _dot(b: KernelBuilder) -> Kernel:
     N = gated_width(gated.width, gated.blocks) if gated else N
     tiling = simt_tiling(b, B, M, N, K, gated=bool(gated))
     row_stats, norm = norm_row_stats(b, mshape, kshape, M, K, tile_m=tiling.bm)
+    if fold is not None:
+        fold_epilogue(b, fold)
 
     def operand_load(var, value, batch_dims, dims_a, dims_b, flat_a, flat_b, shape_a, shape_b):
         return dot_operand_load(b, bshape, var, value, batch_dims, dims_a, dims_b, flat_a, flat_b,

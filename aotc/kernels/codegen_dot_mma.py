@@ -19,6 +19,7 @@ from aotc.kernels.builder import (Kernel, KernelBuilder, contiguous_dim, dot_epi
 from aotc.kernels.codegen_gated import gated_b_load, gated_epilogue, gated_width
 from aotc.kernels.codegen_norm_prologue import norm_row_stats
 from aotc.kernels.emitter import strides
+from aotc.kernels.norm_fold import fold_epilogue
 from aotc.kernels.mma_views import view_operand
 from aotc.kernels.mma_staging import Operand, can_stage_async, choose_layout, staging_slots, store_slot, tile_slots
 
@@ -40,7 +41,7 @@ def generate_dot_mma(b: KernelBuilder, geometry) -> Kernel:
     prologue's row statistics cover the block tile's rows."""
     bshape, mshape, nshape, kshape, B, M, N, K = geometry
     anchor = b.region.anchor
-    lhs, rhs = anchor.inputs
+    lhs, rhs = b.operands()
     a = anchor.attrs
     lf, rf = ops.dot_free_dims(a, lhs.type.rank, rhs.type.rank)
     gated = b.region.payload_as(GatedPayload)
@@ -48,6 +49,8 @@ def generate_dot_mma(b: KernelBuilder, geometry) -> Kernel:
     tiling = split_k.Tiling() if tf32 else \
         mma_tiling(b, B, M, gated_width(gated.width, gated.blocks) if gated else N, K, gated=bool(gated))
     row_stats, norm = norm_row_stats(b, mshape, kshape, M, K, tile_m=tiling.bm)
+    if b.fold is not None:
+        fold_epilogue(b, b.fold)
     load_a = dot_operand_load(b, bshape, "A", lhs, a["lhs_batch"], lf, a["lhs_contract"], "am", "ak",
                               mshape, kshape, "a", indent=4, overrides=norm)
     def load_b(flat):

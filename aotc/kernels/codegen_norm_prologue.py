@@ -25,7 +25,7 @@ from aotc.kernels.template import instantiate
 TILE_M = 64
 
 
-def _frontier(nodes, shape, reduces):
+def frontier(nodes, shape, reduces):
     """The row-shaped values (derived from `reduces`) that full-shape nodes read."""
     dependent = set(reduces)
     produced = {v: n for n in nodes for v in n.outputs}
@@ -49,6 +49,7 @@ def norm_row_stats(b, mshape, kshape, M: int, K: int, tile_m: int = TILE_M):
     prologue's (its stats indexed by the A load's row `am`), any other one is an epilogue norm (a residual
     LN(s) the epilogue adds; its stats indexed by the output row `m`, left in b.epilogue_overrides for
     dot_epilogue). Each norm runs over its own row (the reduce's axes), not necessarily the GEMM's K.
+    A prologue norm folded into the weights (b.fold, norm_fold.py) leaves its stats to the epilogue too.
     """
     groups = norm_groups(b.members, b.region.anchor)
     if not groups:
@@ -66,6 +67,7 @@ def norm_row_stats(b, mshape, kshape, M: int, K: int, tile_m: int = TILE_M):
         rs = "aotc_rs" if g == 0 else f"aotc_rs{g}"
         code, stats = _norm_pass(b, reduces, cshape, math.prod(cshape), mshape, M, tile_m, rs)
         codes.append(code)
+        in_prologue = in_prologue and b.fold is None     # folded (norm_fold.py): the epilogue reads them
         row = "am" if in_prologue else "m"
         overrides = {v: f"{rs}[{i}][{row} - m0]" for i, v in enumerate(stats)}
         if in_prologue:
@@ -111,7 +113,7 @@ def norm_groups(members, anchor) -> list[tuple[list, bool]]:
 def _norm_pass(b, reduces, kshape, K, mshape, M, tile_m, rs):
     """(norm_row_stats.part for one norm, the row values it leaves in `rs`, in order)."""
     shape = reduces[0].inputs[0].shape
-    frontier = _frontier(b.members, shape, reduces)
+    stats = frontier(b.members, shape, reduces)
     em_row: Emitter = b.emitter(indent=3)
     kept = unravel(em_row, "am", mshape, "nr_")
     pair = one_pass_pair(b.members, reduces, b.graph.constants)
@@ -123,13 +125,13 @@ def _norm_pass(b, reduces, kshape, K, mshape, M, tile_m, rs):
         phases, overrides = _reduce_phases(b, reduces, kept, kshape, K)
         b.norm_phases += [[r] for r in reduces]
     em: Emitter = b.emitter(indent=3, overrides=overrides)
-    for i, v in enumerate(frontier):
+    for i, v in enumerate(stats):
         val = em.value(v, kept + ["0"] * (v.type.rank - len(kept)))
         em.emit(f"if ((threadIdx.x & 31) == 0) {rs}[{i}][aotc_r] = {val};")
     code = instantiate("norm_row_stats.part", dict(
-        rs=rs, nstats=len(frontier), tile_m=tile_m, idx_t=b.idx_t, m=M, row_index=em_row.text(),
+        rs=rs, nstats=len(stats), tile_m=tile_m, idx_t=b.idx_t, m=M, row_index=em_row.text(),
         phases="\n".join(phases), stats=em.text()), indent=2)
-    return code, frontier
+    return code, stats
 
 
 def _reduce_phases(b, reduces, kept, kshape, K):

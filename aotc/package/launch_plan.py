@@ -68,20 +68,24 @@ def build_launches(graph: Graph, regions: list[Region], kernels: list, writes: d
         if r.nodes:      # a computed root lives in the output buffer; copies do not redefine
             refs[r.root] = P.BufferRef("output", index=j)
 
-    # weights: lay out first, then copy each array once into one buffer (BERT-base: 440 MB)
+    # weights: lay out first, then copy each array once into one buffer (BERT-base: 440 MB). A kernel's
+    # derived constants (a norm folded into its weights, kernels/norm_fold.py) are weights too.
     placed, size = [], 0
-    for k in kernels:
+    for k in [*kernels, *(v for vs in variants.values() for _, v in vs)]:
         for v in k.sources():
-            if v in graph.constants and v not in refs:
+            data = graph.constants.get(v)
+            if data is None:
+                data = k.derived.get(v)
+            if data is not None and v not in refs:
                 off = align_up(size, ALIGN)
                 refs[v] = P.BufferRef("weight", offset=off)
-                placed.append((v, off))
+                placed.append((v, off, data))
                 size = off + v.type.nbytes
     view = np.empty(size, np.uint8)          # not bytearray(size): zero-filling 440 MB costs what the copy does
     end = 0
-    for v, off in placed:
+    for v, off, data in placed:
         view[end:off] = 0                    # alignment padding
-        view[off:off + v.type.nbytes] = np.ascontiguousarray(graph.constants[v]).reshape(-1).view(np.uint8)
+        view[off:off + v.type.nbytes] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         end = off + v.type.nbytes
     weights = memoryview(view)
 
