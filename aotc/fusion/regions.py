@@ -11,8 +11,9 @@ graph output, or a value some consumer region did not absorb):
   the contracted axes) whose result only feeds GEMMs' lhs is recomputed in
   each GEMM's prologue (*norm prologue*): the GEMM derives the row statistics
   of its 64-row tile in a pre-pass, so the normalized tensor never goes
-  through memory and the norm needs no kernel of its own; with POST_LN_FOLD
-  (off: see there) a post-LN encoder's norm, whose result also feeds a later
+  through memory and the norm needs no kernel of its own (code generation folds
+  it into constant weights, kernels/norm_fold.py); with POST_LN_FOLD a post-LN
+  encoder's norm, whose GEMMs' weights are constants and whose result also feeds a later
   residual add, is recomputed by that add's GEMM epilogue too (epilogue_norm_plan);
 - a GEMM whose result is read only as k equal column blocks (SwiGLU's gate and
   up halves, an LSTM's four gates) takes the unit over the blocks as a *gated
@@ -50,18 +51,14 @@ from aotc.patterns.attention import classify
 _FUSIBLE = (ops.ELEMENTWISE, ops.INJECTIVE, ops.SOURCE)
 _DUPLICABLE = (ops.INJECTIVE, ops.SOURCE)
 
-# The post-LN fold (epilogue_norm_plan) is complete and tested but off: under the profile's model
-# (bench.profile_report, BERT-base fp16) the norm prologue costs the GEMMs that take it more than the row
-# kernels it saves: 156.6 -> 359.6 us at batch 1, 1208.7 -> 5986.4 us at batch 32 (85 -> 62 launches).
-# dot_mma computes the normalized A element per load instead of staging A by cp.async: the QKV GEMM with
-# LN2 as its prologue 11.58 us against 2.05 us reading the materialized norm (8 warps an SM for
-# registers, the main loop's tensor share 2.5%), the row kernel it saves 1.14 us. f32 (SIMT, 2 layers):
-# QKV 26.15 -> 28.36 us, FFN1 26.25 -> 28.51 us, each saving a 1.28 us row kernel: 274.3 -> 277.3 us.
-# The epilogue side is cheap in every template (+0.02 to +0.34 us). The prologue's cost is the
-# normalization inside the main loop, redone by each of the N / bn column blocks. What would pay:
-# the GEMM on raw s (A by cp.async) with LN folded algebraically, W' = diag(gamma) W at compile time and
-# rstd[r] * (acc - mean[r] * colsum(W')[n]) + (beta W)[n] in the epilogue (mind the cancellation).
-POST_LN_FOLD = False
+# The post-LN fold (epilogue_norm_plan). It pays only because the GEMM taking the norm as its prologue
+# runs on raw s (kernels/norm_fold.py: W' = diag(gamma) W, the correction in the epilogue), so it is
+# taken only where that GEMM's weights are constants. With a normalizing prologue (weights computed at
+# run time) the profile model predicted BERT-base fp16 156.6 -> 359.6 us at batch 1: dot_mma normalized
+# each A element in its main loop instead of staging A by cp.async. With the weights folded, BERT-base
+# fp16 (python -m bench.profile_report --full): batch 1 146.6 -> 133.4 us, batch 32 1208.7 -> 1114.9 us,
+# 85 -> 62 launches; fp32 batch 1 1614.7 -> 1589.8 us.
+POST_LN_FOLD = True
 
 
 def explain(region: Region) -> dict:
@@ -365,9 +362,9 @@ def epilogue_norm_plan(graph: Graph, users, producer, outputs, attention=None) -
     GEMM's lhs and the residual add that follows that block (s' = h + GEMM' + b'). A
     norm qualifies when its input s is in memory anyway (it is the residual sum some
     GEMM's epilogue writes) and every user of h is either a GEMM's lhs laid out for a
-    norm prologue or an elementwise op whose region is a GEMM epilogue over the norm's
-    rows (output shape h's, rows the GEMM's m). The GEMMs then normalize on the fly
-    (prologue) and the epilogues compute LN(s)[r, c] from s[r, c] and the row's stats,
+    norm prologue, with constant weights, or an elementwise op whose region is a GEMM
+    epilogue over the norm's rows (output shape h's, rows the GEMM's m). The GEMMs then
+    run on raw s with the norm folded into their weights (kernels/norm_fold.py) and the epilogues compute LN(s)[r, c] from s[r, c] and the row's stats,
     taken by the same pre-pass over s's rows (kernels/codegen_norm_prologue.py), so
     the row kernel goes and h never goes through memory. h -> the norm's nodes, which
     stop at s: the residual sum stays its GEMM's epilogue and is materialized there.
@@ -381,7 +378,8 @@ def epilogue_norm_plan(graph: Graph, users, producer, outputs, attention=None) -
         if ops.category(n.op) != ops.ELEMENTWISE or len(n.outputs) != 1:
             continue
         h = n.outputs[0]
-        if not any(u.op == "dot_general" and u.inputs[0] is h for u in users.get(h, [])):
+        gemms = [u for u in users.get(h, []) if u.op == "dot_general" and u.inputs[0] is h]
+        if not gemms or not all(_constant_weights(u, graph, producer) for u in gemms):
             continue
         nodes = _epilogue_norm(h, users, producer, outputs, attention, position)
         if nodes:
@@ -394,6 +392,16 @@ def epilogue_norm_plan(graph: Graph, users, producer, outputs, attention=None) -
                     plan.pop(h)
                     break
     return plan
+
+
+def _constant_weights(gemm: Node, graph: Graph, producer) -> bool:
+    """The GEMM's rhs is a constant (maybe transposed): code generation can fold a norm prologue into it
+    (kernels/norm_fold.py), so the prologue costs no more than the GEMM on a materialized norm."""
+    rhs = gemm.inputs[1]
+    p = producer.get(rhs)
+    if p is not None and p.op == "transpose":
+        rhs = p.inputs[0]
+    return rhs in graph.constants
 
 
 def _epilogue_norm(h: Value, users, producer, outputs, attention, position) -> set[Node]:

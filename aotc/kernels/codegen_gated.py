@@ -24,6 +24,7 @@ from __future__ import annotations
 from aotc.ir import dims as D
 from aotc.kernels.builder import unravel
 from aotc.kernels.emitter import Emitter, linear, store_expr
+from aotc.kernels.norm_fold import corrected
 from aotc.kernels.template import instantiate
 
 LAYOUTS = {   # (layout, k): gate(l), offset(l), the gate-g accumulator of this thread's column, skip
@@ -64,7 +65,8 @@ def gated_epilogue(b, layout: str, bshape, mshape, f: int, indent: int, k: int =
     def d_at(idx):
         if idx[-1] not in columns:
             raise AssertionError(f"gated epilogue reads D at column {idx[-1]}")
-        return acc_of(columns[idx[-1]])
+        acc = acc_of(columns[idx[-1]])
+        return corrected(b, b.fold, acc, idx[-1]) if b.fold is not None else acc    # norm_fold.py
 
     em = b.emitter(indent=indent, overrides={d: d_at})
     em.emit(f"if ({skip}) continue;              // another gate of a column this thread stores")

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from aotc.fusion.region import GatedPayload
 from aotc.ir import dtypes
 from aotc.ir.graph import TensorType, Value
 from aotc.kernels.codegen_norm_prologue import frontier, norm_groups
@@ -96,7 +95,7 @@ class NormFold:
 def plan_fold(graph, region, producer) -> NormFold | None:
     """The fold of `region`'s norm prologue into its weights, or None where the prologue stays."""
     anchor = region.anchor
-    if anchor is None or anchor.op != "dot_general" or region.kind != "dot" or region.payload_as(GatedPayload):
+    if anchor is None or anchor.op != "dot_general" or region.kind != "dot":
         return None
     lhs, rhs = anchor.inputs
     a = anchor.attrs
@@ -303,16 +302,23 @@ def row_expression(term: _Term, stat_expr: dict) -> str:
     return " * ".join(parts) if parts else "1.0f"
 
 
-def fold_epilogue(b, fold: NormFold) -> None:
-    """The anchor's value in the epilogue: the corrected accumulator (the stats' expressions are the
-    epilogue overrides norm_row_stats left, indexed by the output row m)."""
+def corrected(b, fold: NormFold, acc: str, column: str) -> str:
+    """C expression of the GEMM's value from accumulator `acc` of flat output column `column`: the row
+    scale times acc plus the corrections (the stats are the epilogue overrides norm_row_stats left,
+    indexed by the output row m)."""
     stat_expr = b.epilogue_overrides
+
     def times(term, e):
         r = row_expression(term, stat_expr)
         return e if r == "1.0f" else f"{r} * {e}"
 
-    parts = [times(fold.row_scale, "accv")] + [times(t, f"{b.param_names[c]}[n]") for t, c in fold.corrections]
-    b.epilogue_overrides[b.region.anchor.outputs[0]] = "(" + " + ".join(parts) + ")"
+    parts = [times(fold.row_scale, acc)] + [times(t, f"{b.param_names[c]}[{column}]") for t, c in fold.corrections]
+    return "(" + " + ".join(parts) + ")"
 
 
-__all__ = ["NormFold", "plan_fold", "fold_epilogue", "row_expression"]
+def fold_epilogue(b, fold: NormFold) -> None:
+    """The anchor's value in dot_epilogue (accumulator `accv`, column `n`): the corrected accumulator."""
+    b.epilogue_overrides[b.region.anchor.outputs[0]] = corrected(b, fold, "accv", "n")
+
+
+__all__ = ["NormFold", "plan_fold", "fold_epilogue", "corrected", "row_expression"]

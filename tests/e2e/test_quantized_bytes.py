@@ -66,4 +66,6 @@ def test_int8_bert_moves_fewer_bytes_than_fp16(symmetric):
     q_result, q_bytes = _compile(qdq)
     _, f16_bytes = _compile(model, "fp16")
     assert [r.kind for r in q_result.regions].count("attention") == 2
-    assert q_bytes < 0.85 * f16_bytes, (q_bytes, f16_bytes)    # 687,360 (asym 690,688) vs 850,048 when written
+    # 687,360 (asym 690,688) vs 754,304: fp16 went from 850,048 to that when its post-LN norms moved into
+    # the GEMMs (fusion/regions.py POST_LN_FOLD); int8's stay row kernels, their GEMMs read the quantized norm
+    assert q_bytes < 0.93 * f16_bytes, (q_bytes, f16_bytes)

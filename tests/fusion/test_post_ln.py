@@ -3,8 +3,8 @@
 BERT's h = LN(s) feeds the next GEMM's lhs and a later residual add. With the fold the GEMM takes it as
 its norm prologue and the GEMM whose epilogue adds the residual recomputes it from s's rows
 (epilogue_norm_plan): a layer is 5 kernels (QKV, attention, out-proj, FFN1, FFN2), not 7, and only the
-embedding LayerNorm and the last one (a graph output) stay row kernels. The fold is off by default
-(regions.POST_LN_FOLD says why), so the default plan keeps 7.
+embedding LayerNorm and the last one (a graph output) stay row kernels. It is taken only where the GEMMs
+reading h have constant weights, which code generation folds the norm into (kernels/norm_fold.py).
 """
 import pytest
 
@@ -22,8 +22,7 @@ def _regions(precision):
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
-def test_bert_layer_takes_five_kernels_and_says_where_its_norms_went(precision, monkeypatch):
-    monkeypatch.setattr(fusion, "POST_LN_FOLD", True)
+def test_bert_layer_takes_five_kernels_and_says_where_its_norms_went(precision):
     graph, regions = _regions(precision)
     kinds = [r.kind for r in regions]
     assert len(regions) == 1 + 5 * 2 + 1 and kinds.count("row") == 2 and kinds.count("attention") == 2, kinds
@@ -45,7 +44,8 @@ def test_bert_layer_takes_five_kernels_and_says_where_its_norms_went(precision, 
         assert any(op.startswith(norm + "/reduce") for op in epilogue[0]["ops"])
 
 
-def test_by_default_bert_keeps_its_norms_in_row_kernels():
+def test_without_the_fold_bert_keeps_its_norms_in_row_kernels(monkeypatch):
+    monkeypatch.setattr(fusion, "POST_LN_FOLD", False)
     _, regions = _regions("fp16")
     assert len(regions) == 1 + 7 * 2 and [r.kind for r in regions].count("row") == 5
     assert not any("recomputed in the epilogue" in w for r in regions for w in r.reasons)

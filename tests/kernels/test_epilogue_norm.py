@@ -27,18 +27,24 @@ def _bias(b, d, v):
     return b.add("add", d, b.add("broadcast_in_dim", v, shape=d.shape, broadcast_dimensions=(len(d.shape) - 1,)))
 
 
-def post_ln_block(rows, k, n, f, dtype="f32", precision=None, norm_in_f32=False, act="abs"):
+def post_ln_block(rows, k, n, f, dtype="f32", precision=None, norm_in_f32=False, act="abs", consts=None):
     """x (rows, n), a (rows, k) -> s2 = LN(x + a W1 + b1) + act(LN(...) W2 + b2) W3 + b3, BERT's shape.
 
-    `act`: GEMM 2's epilogue activation.
+    `act`: GEMM 2's epilogue activation. `consts`: name -> array of the weights that are constants, not
+    inputs (g, beta, w2: what norm_fold.py folds).
 
     `norm_in_f32`: the norm computes in f32 from the f16 sum, as the fp16 pass leaves BERT's."""
     b = GraphBuilder()
     kw = {"precision": precision} if precision else {}
+    consts = consts or {}
+
+    def weight(name, shape):
+        return b.constant(consts[name], name) if name in consts else b.input(name, shape, dtype)
+
     x, a = b.input("x", rows + (n,), dtype), b.input("a", rows + (k,), dtype)
     w1, b1 = b.input("w1", (k, n), dtype), b.input("b1", (n,), dtype)
-    g, beta = b.input("g", (n,), dtype), b.input("beta", (n,), dtype)
-    w2, b2 = b.input("w2", (n, f), dtype), b.input("b2", (f,), dtype)
+    g, beta = weight("g", (n,)), weight("beta", (n,))
+    w2, b2 = weight("w2", (n, f)), b.input("b2", (f,), dtype)
     w3, b3 = b.input("w3", (f, n), dtype), b.input("b3", (n,), dtype)
     s1 = b.add("add", x, _bias(b, matmul(b, a, w1, **kw), b1))
     if norm_in_f32:
@@ -71,9 +77,10 @@ def _norm_kernels(kernels):
 
 @pytest.fixture(autouse=True)
 def post_ln_fold(monkeypatch):
-    """The fold is off by default (regions.POST_LN_FOLD: under the profile's model the norm prologue costs
-    more than the row kernel it saves); its fusion and code generation are tested all the same."""
-    monkeypatch.setattr(regions, "POST_LN_FOLD", True)
+    """The fold is taken where GEMM 2's weights are constants (regions._constant_weights), which code
+    generation folds the norm into (norm_fold.py); these blocks take their weights as inputs, so GEMM 2
+    normalizes A in its prologue: the epilogue norm is tested beside either prologue."""
+    monkeypatch.setattr(regions, "_constant_weights", lambda *a: True)
 
 
 @pytest.mark.parametrize("rows,k,n,f,dtype,precision,kind", [
@@ -174,9 +181,29 @@ def test_norm_whose_gemm_rows_differ_stays_a_row_kernel():
     assert not any("recomputed in the epilogue" in w for r in found for w in r.reasons)
 
 
-def test_the_fold_is_off_by_default(monkeypatch):
-    """Without POST_LN_FOLD the norm is one row kernel, as before the fold existed."""
-    monkeypatch.setattr(regions, "POST_LN_FOLD", False)
+def test_the_fold_needs_constant_weights(monkeypatch):
+    """Weights computed at run time keep the norm one row kernel: GEMM 2 would normalize every A element
+    in its main loop (the profile model's 2-4x) instead of running on raw s with W' folded."""
+    monkeypatch.undo()
     found = partition(post_ln_block((20,), 16, 48, 24))
     assert sorted(r.kind for r in found) == ["dot", "dot", "dot", "row"]
     assert not any("recomputed in the epilogue" in w for r in found for w in r.reasons)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_post_ln_block_with_constant_weights_folds_both_ends(dtype):
+    """BERT's case: constant gamma, beta and W2. GEMM 2 runs on raw s1 with the norm folded into W2, GEMM 3
+    recomputes LN(s1) in its epilogue; both from the same statistics pre-pass over s1's rows."""
+    rng, seed = fresh_rng()
+    rows, k, n, f = (70,), 48, 96, 40
+    ins = block_inputs(rng, rows, k, n, f, dtype)
+    consts = {"g": ins[4], "beta": ins[5], "w2": ins[6]}
+    graph = post_ln_block(rows, k, n, f, dtype, consts=consts)
+    ins = ins[:4] + ins[7:]
+    (got,), kernels, _ = run_on_host(graph, ins)
+    prologue, epilogue = _norm_kernels(kernels)
+    assert prologue.derived and "am - m0" not in prologue.source      # folded: A is raw s1
+    assert not epilogue.derived
+    tol = 3e-2 if dtype == "f16" else 2e-4
+    np.testing.assert_allclose(got.astype(np.float32), interpret(graph, ins)[0].astype(np.float32),
+                               rtol=tol, atol=tol, err_msg=f"seed {seed}")

@@ -164,3 +164,31 @@ def test_the_prologue_stays_where_the_fold_does_not_apply():
     graph = b.build([matmul(b, h, b.constant(rng.standard_normal((64, 40)).astype(np.float32), "w"))])
     regions = [r for r in partition(graph) if r.kind == "dot"]
     assert all(not codegen.generate(graph, r).derived for r in regions)
+
+
+@pytest.mark.parametrize("dtype,norm", [("f32", "layer"), ("f16", "rms"), ("f16", "layer")])
+def test_folded_norm_under_a_gated_epilogue(dtype, norm):
+    """LLaMA's MLP input: RMSNorm into the merged gate/up GEMM with SwiGLU as its gated epilogue
+    (codegen_gated.py); with LayerNorm each gate's accumulator gets its own column's correction."""
+    rng, seed = fresh_rng()
+    m, k, f = 37, 96, 40
+    b = GraphBuilder()
+    x = b.input("x", (2, m, k), dtype)
+    gamma = b.constant(rng.uniform(0.5, 1.5, k).astype(NP[dtype]), "gamma")
+    if norm == "rms":
+        h = rms_norm(b, x, gamma)
+    else:
+        h = layer_norm(b, x, gamma, b.constant(rng.uniform(-1, 1, k).astype(NP[dtype]), "beta"))
+    w = b.constant((rng.standard_normal((k, 2 * f)) / np.sqrt(k)).astype(NP[dtype]), "w")
+    d = b.add("dot_general", h, w, lhs_batch=(), rhs_batch=(), lhs_contract=(2,), rhs_contract=(0,))
+    bias = b.constant(rng.standard_normal(2 * f).astype(NP[dtype]), "bias")
+    d = b.add("add", d, b.add("broadcast_in_dim", bias, shape=d.shape, broadcast_dimensions=(2,)))
+    g = b.add("slice", d, start=(0, 0, 0), limit=(2, m, f), stride=(1, 1, 1))
+    u = b.add("slice", d, start=(0, 0, f), limit=(2, m, 2 * f), stride=(1, 1, 1))
+    graph = b.build([b.add("mul", b.add("mul", g, b.add("logistic", g)), u)])
+    xa = rows_with_offsets(rng, (2, m, k), dtype)
+    (got,), kernels, _ = run_on_host(graph, [xa])
+    (gemm,) = kernels
+    assert gemm.region.payload.width == f and _folded(gemm) and len(gemm.derived) == (1 if norm == "rms" else 3)
+    np.testing.assert_allclose(got.astype(np.float32), interpret(graph, [xa])[0].astype(np.float32),
+                               rtol=TOL[dtype], atol=TOL[dtype], err_msg=f"seed {seed}")
