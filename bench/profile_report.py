@@ -1,9 +1,9 @@
 """Profile report: what `aotc profile` measures on the e2e models, per model and precision.
 
 Compiles ResNet-50 and BERT-base (random weights, aotc/bench/models/real.py) in
-fp32 and fp16 (GPT-2 small, a pre-LN decoder whose LayerNorms fusion puts into GEMM
-prologues, on request: `gpt2_small:fp16`) for sm_80 and sm_90 and prints per model: launches, the
-modelled-byte-weighted global load/store efficiency, the memory-bound launches
+fp32 and fp16 (on request GPT-2 small and ViT-B/16, pre-LN models whose LayerNorms
+code generation folds into their GEMMs' weights: `gpt2_small:fp16`, `vit_b16:fp16`)
+for sm_80 and sm_90 and prints per model: launches, the modelled-byte-weighted global load/store efficiency, the memory-bound launches
 (aotc/profile/model.py's `bound`) under 90% efficiency, bank conflicts in
 GEMM/conv/attention kernels, the launches with local memory (spills or local
 arrays), the launches under 25% theoretical occupancy on sm_90, and the
@@ -11,9 +11,10 @@ predicted H200 time against the roofline floor.
 --kernels prints each launch's row.
 
 By default the models are reduced so that the serial profiling emulation runs
-every block in minutes (ResNet-50 at 64x64, BERT-base and GPT-2 with 2 layers at seq 32;
+every block in minutes (ResNet-50 at 64x64, BERT-base and GPT-2 with 2 layers at seq 32, ViT at
+64x64 with 2 layers;
 the kernels are the full models' templates at smaller grids), at batch 1.
---full profiles the full sizes (ResNet-50 at 224x224, BERT-base and GPT-2 with 12 layers
+--full profiles the full sizes (ResNet-50 and ViT-B/16 at 224x224, BERT-base and GPT-2 with 12 layers
 at seq 128) and --batch B any batch; both run only --sample-blocks N blocks per
 launch (default 8; aotc/profile/sampling.py), scaling the counts to the grid.
 
@@ -28,7 +29,7 @@ import sys
 import tempfile
 import time
 
-from aotc.bench.models.real import bert_base, gpt2_small, resnet50
+from aotc.bench.models.real import bert_base, gpt2_small, resnet50, vit_b16
 
 
 def build_model(name: str, batch: int, full: bool):
@@ -39,7 +40,9 @@ def build_model(name: str, batch: int, full: bool):
         return bert_base(batch=batch, seq=128, layers=12) if full else bert_base(batch=batch, seq=32, layers=2)
     if name == "gpt2_small":
         return gpt2_small(batch=batch, seq=128, layers=12) if full else gpt2_small(batch=batch, seq=32, layers=2)
-    raise SystemExit(f"profile_report: unknown model {name!r} (resnet50, bert_base, gpt2_small)")
+    if name == "vit_b16":
+        return vit_b16(batch=batch, size=224, layers=12) if full else vit_b16(batch=batch, size=64, layers=2)
+    raise SystemExit(f"profile_report: unknown model {name!r} (resnet50, bert_base, gpt2_small, vit_b16)")
 
 
 HEAVY = ("dot", "conv", "attention", "depthwise")

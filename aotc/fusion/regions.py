@@ -12,8 +12,8 @@ graph output, or a value some consumer region did not absorb):
   each GEMM's prologue (*norm prologue*): the GEMM derives the row statistics
   of its 64-row tile in a pre-pass, so the normalized tensor never goes
   through memory and the norm needs no kernel of its own (code generation folds
-  it into constant weights, kernels/norm_fold.py); with POST_LN_FOLD a post-LN
-  encoder's norm, whose GEMMs' weights are constants and whose result also feeds a later
+  it into 16-bit constant weights, kernels/norm_fold.py); with POST_LN_FOLD a post-LN
+  encoder's norm, whose GEMMs are such, and whose result also feeds a later
   residual add, is recomputed by that add's GEMM epilogue too (epilogue_norm_plan);
 - a GEMM whose result is read only as k equal column blocks (SwiGLU's gate and
   up halves, an LSTM's four gates) takes the unit over the blocks as a *gated
@@ -57,7 +57,8 @@ _DUPLICABLE = (ops.INJECTIVE, ops.SOURCE)
 # run time) the profile model predicted BERT-base fp16 156.6 -> 359.6 us at batch 1: dot_mma normalized
 # each A element in its main loop instead of staging A by cp.async. With the weights folded, BERT-base
 # fp16 (python -m bench.profile_report --full): batch 1 146.6 -> 133.4 us, batch 32 1208.7 -> 1114.9 us,
-# 85 -> 62 launches; fp32 batch 1 1614.7 -> 1589.8 us.
+# 85 -> 62 launches. f32 GEMMs keep the exact prologue (norm_fold.FOLDED_DTYPES), so f32 encoders keep
+# their norms in row kernels: the SIMT GEMM normalizing A cost more than the row kernel saved.
 POST_LN_FOLD = True
 
 
@@ -362,9 +363,10 @@ def epilogue_norm_plan(graph: Graph, users, producer, outputs, attention=None) -
     GEMM's lhs and the residual add that follows that block (s' = h + GEMM' + b'). A
     norm qualifies when its input s is in memory anyway (it is the residual sum some
     GEMM's epilogue writes) and every user of h is either a GEMM's lhs laid out for a
-    norm prologue, with constant weights, or an elementwise op whose region is a GEMM
-    epilogue over the norm's rows (output shape h's, rows the GEMM's m). The GEMMs then
-    run on raw s with the norm folded into their weights (kernels/norm_fold.py) and the epilogues compute LN(s)[r, c] from s[r, c] and the row's stats,
+    norm prologue, 16-bit with constant weights, or an elementwise op whose region is a
+    GEMM epilogue over the norm's rows (output shape h's, rows the GEMM's m). The GEMMs
+    then run on raw s with the norm folded into their weights (kernels/norm_fold.py) and
+    the epilogues compute LN(s)[r, c] from s[r, c] and the row's stats,
     taken by the same pre-pass over s's rows (kernels/codegen_norm_prologue.py), so
     the row kernel goes and h never goes through memory. h -> the norm's nodes, which
     stop at s: the residual sum stays its GEMM's epilogue and is materialized there.
@@ -395,8 +397,11 @@ def epilogue_norm_plan(graph: Graph, users, producer, outputs, attention=None) -
 
 
 def _constant_weights(gemm: Node, graph: Graph, producer) -> bool:
-    """The GEMM's rhs is a constant (maybe transposed): code generation can fold a norm prologue into it
-    (kernels/norm_fold.py), so the prologue costs no more than the GEMM on a materialized norm."""
+    """The GEMM is 16-bit and its rhs a constant (maybe transposed): code generation folds a norm prologue
+    into it (kernels/norm_fold.py, which folds f16/bf16 only), so the prologue costs no more than the
+    GEMM on a materialized norm."""
+    if gemm.inputs[0].dtype not in (dtypes.f16, dtypes.bf16):
+        return False
     rhs = gemm.inputs[1]
     p = producer.get(rhs)
     if p is not None and p.op == "transpose":

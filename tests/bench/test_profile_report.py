@@ -30,3 +30,14 @@ def test_build_model_knows_gpt2_small_reduced_and_full():
     assert feeds["input_ids"].shape == (1, 128)
     with pytest.raises(SystemExit, match="gpt2_small"):
         build_model("gpt3", 1, False)
+
+
+def test_build_model_knows_vit_b16_reduced_and_full():
+    """ViT-B/16 (pre-LN, like GPT-2) at 64x64 with 2 layers, and at its full 224x224 with 12."""
+    from bench.profile_report import build_model
+    reduced, feeds = build_model("vit_b16", 2, False)
+    assert feeds["image"].shape == (2, 3, 64, 64)
+    assert sum(n.op_type == "MatMul" for n in reduced.graph.node) < 20
+    full, feeds = build_model("vit_b16", 1, True)
+    assert feeds["image"].shape == (1, 3, 224, 224)
+    assert sum(n.op_type == "LayerNormalization" for n in full.graph.node) == 2 * 12 + 1

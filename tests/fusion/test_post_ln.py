@@ -4,7 +4,7 @@ BERT's h = LN(s) feeds the next GEMM's lhs and a later residual add. With the fo
 its norm prologue and the GEMM whose epilogue adds the residual recomputes it from s's rows
 (epilogue_norm_plan): a layer is 5 kernels (QKV, attention, out-proj, FFN1, FFN2), not 7, and only the
 embedding LayerNorm and the last one (a graph output) stay row kernels. It is taken only where the GEMMs
-reading h have constant weights, which code generation folds the norm into (kernels/norm_fold.py).
+reading h are 16-bit with constant weights, which code generation folds the norm into (kernels/norm_fold.py).
 """
 import pytest
 
@@ -21,7 +21,7 @@ def _regions(precision):
     return graph, partition(graph)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_bert_layer_takes_five_kernels_and_says_where_its_norms_went(precision):
     graph, regions = _regions(precision)
     kinds = [r.kind for r in regions]
@@ -44,8 +44,10 @@ def test_bert_layer_takes_five_kernels_and_says_where_its_norms_went(precision):
         assert any(op.startswith(norm + "/reduce") for op in epilogue[0]["ops"])
 
 
-def test_without_the_fold_bert_keeps_its_norms_in_row_kernels(monkeypatch):
-    monkeypatch.setattr(fusion, "POST_LN_FOLD", False)
-    _, regions = _regions("fp16")
+@pytest.mark.parametrize("precision,fold", [("fp16", False), ("fp32", True)])
+def test_without_the_fold_bert_keeps_its_norms_in_row_kernels(precision, fold, monkeypatch):
+    """Switched off, or in f32 (whose GEMMs keep the exact normalizing prologue, kernels/norm_fold.py)."""
+    monkeypatch.setattr(fusion, "POST_LN_FOLD", fold)
+    _, regions = _regions(precision)
     assert len(regions) == 1 + 7 * 2 and [r.kind for r in regions].count("row") == 5
     assert not any("recomputed in the epilogue" in w for r in regions for w in r.reasons)
