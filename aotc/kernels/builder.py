@@ -22,6 +22,7 @@ from aotc.ir import dtypes, ops
 from aotc.ir.graph import Graph, Value
 from aotc.kernels import split_k
 from aotc.kernels.aliasing import may_alias_output
+from aotc.kernels.band_constants import band_constants
 from aotc.kernels.emitter import Emitter, linear, store_expr
 from aotc.kernels.template import instantiate
 
@@ -100,7 +101,9 @@ class KernelBuilder:
         self.epilogue_overrides: dict = {}    # an epilogue norm's row stats (norm_row_stats), for dot_epilogue
         self.fold = None                      # a norm folded into the weights (apply_fold)
         small = {v for v in region.inputs if v in graph.constants and v.type.size == 1}
-        params = [v for v in region.inputs if v not in small]
+        # constant masks that are a comparison of indices (band_constants.py) are computed, not loaded
+        self.bands = band_constants(graph, region, [v for v in region.inputs if v not in small])
+        params = [v for v in region.inputs if v not in small and v not in self.bands]
         # a slice of an input is read through a pointer to its first element (a view) with the
         # slice's start taken out of the index math, so kernels that differ only in where they
         # slice (an RNN's steps) are one kernel
@@ -166,8 +169,8 @@ class KernelBuilder:
         return all(k == 1 for _, _, k in dims) and all(n == m for n, m, _ in dims[1:])
 
     def emitter(self, indent: int, overrides=None) -> Emitter:
-        return Emitter(self.members, self.producer, self.param_names, self.consts,
-                       overrides, self.idx_t, indent, self.view_layout)
+        return Emitter(self.members, self.producer, self.param_names, self.consts, bands=self.bands,
+                       overrides=overrides, idx_t=self.idx_t, indent=indent, views=self.view_layout)
 
     def signature(self) -> str:
         # An input the output may overwrite in place (aliasing.py) and `out` are plain pointers.

@@ -249,15 +249,17 @@ class Emitter:
     """Emits statements into `lines`; `value(v, idx)` returns a C expression for v at idx.
 
     members: nodes computed inside the kernel; params: external Value -> pointer
-    name; consts: small constants inlined as literals; overrides: Value -> C
+    name; consts: small constants inlined as literals; bands: constant masks computed from the
+    index (band_constants.py); overrides: Value -> C
     expression already computed (e.g. an anchor's accumulator), or a function
     of the index giving one (a gated epilogue's two accumulators).
     """
 
     def __init__(self, members, producer, params: dict[Value, str], consts: dict[Value, np.ndarray],
                  overrides: dict[Value, str] | None = None, idx_t: str = "int", indent: int = 2,
-                 views: dict | None = None):
+                 views: dict | None = None, bands: dict | None = None):
         self.views = views or {}          # view param -> (its source's shape, strides into it)
+        self.bands = bands or {}          # constant -> band_constants.Band: index math, not a load
         self.members = set(members)
         self.producer = producer
         self.params = params
@@ -304,6 +306,10 @@ class Emitter:
             return o(idx) if callable(o) else o
         if v in self.consts and v.type.size == 1:
             return literal(self.consts[v].reshape(-1)[0], v.dtype)
+        if v in self.bands:               # value[..., i, j] = inside if j - i <= k else outside
+            band = self.bands[v]
+            inside, outside = literal(band.inside, v.dtype), literal(band.outside, v.dtype)
+            return f"((({idx[-1]}) - ({idx[-2]}) <= {band.k}) ? {inside} : {outside})"
         key = (v, idx)
         hit = self._memo_get(key)
         if hit is not None:
