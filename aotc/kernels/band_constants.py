@@ -4,7 +4,8 @@ GPT-2-style graphs add a constant (S, S) causal mask to the attention scores. Lo
 the tensor-core attention's fragment layout, each warp request touches 8 rows of 16
 bytes (25% of its sectors), and every block reads the mask again. A constant whose last
 two dims hold two values split along a diagonal, j - i <= k against j - i > k, and
-which repeats over its leading dims, is exactly that comparison: the builder leaves it
+which repeats over its leading dims, is exactly that comparison (one value throughout, as ViT's
+all-zero mask, is a literal): the builder leaves it
 out of the kernel's parameters and the emitter writes the comparison with the two
 values as literals, so the kernel computes what the load would have returned, bit for
 bit. Kernels that address a parameter by pointer (GEMM and conv operands, staged views)
@@ -31,8 +32,8 @@ class Band:
 
 
 def band_of(array: np.ndarray) -> Band | None:
-    """The band form of `array` (rank >= 2), or None where it has none (one value only, more than two,
-    a boundary that is not a diagonal, leading dims that differ)."""
+    """The band form of `array` (rank >= 2), or None where it has none (more than two values, a boundary
+    that is not a diagonal, leading dims that differ). One value is the band with both values equal."""
     a = np.asarray(array)
     if a.ndim < 2 or a.size == 0 or a.size > MAX_ELEMENTS:
         return None
@@ -43,8 +44,9 @@ def band_of(array: np.ndarray) -> Band | None:
     m = bits[0]
     inside_bits = m[rows - 1, 0]                   # the corner where j - i is smallest lies inside if any does
     inside = (m == inside_bits).all(axis=-1)
-    if inside.all():
-        return None
+    flat = a.reshape(-1, rows, cols)[0]
+    if inside.all():                               # one value (ViT's all-zero mask): a literal
+        return Band(cols, flat[0, 0].item(), flat[0, 0].item())
     outside_bits = m[~inside][0]
     if not ((m == outside_bits).all(axis=-1) | inside).all():
         return None                                # a third value
@@ -54,7 +56,6 @@ def band_of(array: np.ndarray) -> Band | None:
     k = int(d[inside].max())
     if not (inside == (d <= k)).all():
         return None
-    flat = a.reshape(-1, rows, cols)[0]
     first_out = tuple(np.argwhere(~inside)[0])
     return Band(k, flat[rows - 1, 0].item(), flat[first_out].item())
 

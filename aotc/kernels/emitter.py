@@ -309,6 +309,8 @@ class Emitter:
         if v in self.bands:               # value[..., i, j] = inside if j - i <= k else outside
             band = self.bands[v]
             inside, outside = literal(band.inside, v.dtype), literal(band.outside, v.dtype)
+            if inside == outside:
+                return inside
             return f"((({idx[-1]}) - ({idx[-2]}) <= {band.k}) ? {inside} : {outside})"
         key = (v, idx)
         hit = self._memo_get(key)

@@ -17,7 +17,8 @@ from tests.serving.conftest import serving_engines  # noqa: F401  (the engines f
 
 FAKE_SERVER = """#!/bin/sh
 echo "$@" > "$0.args"
-ls "$(echo "$@" | tr ' ' '\\n' | sed -n 's/^--model-repository=//p' | head -1)" > "$0.models"
+ls "$(echo "$@" | tr ' ' '\\n' | sed -n 's/^--model-repository=//p' | head -1)" > "$0.listing"
+mv "$0.listing" "$0.models"      # whole, or not there yet: the test waits for this file
 trap 'echo stopped >> "$0.args"; exit 0' TERM
 trap 'echo interrupted >> "$0.args"' INT
 while true; do sleep 0.05; done

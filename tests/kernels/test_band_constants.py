@@ -31,7 +31,8 @@ def test_band_of_reads_the_diagonal_and_the_two_values():
 
 
 def test_what_is_no_band():
-    assert band_of(np.zeros((4, 4), np.float32)) is None                       # one value: a splat, not a mask
+    """(And a splat, which is one: the emitter writes its literal.)"""
+    assert band_of(np.zeros((2, 4, 4), np.float32)) == Band(4, 0.0, 0.0)        # one value: a literal
     third = causal(4, 4)
     third[3, 0] = 5.0
     assert band_of(third) is None
