@@ -96,10 +96,6 @@ class NormFold:
     arrays: dict              # derived Value -> np.ndarray
     unread: set               # region inputs no load reads any more (gamma, beta)
 
-    @property
-    def derived(self) -> list[Value]:
-        return [self.folded] + [c for _, c in self.corrections]
-
 
 def plan_fold(graph, region, producer) -> NormFold | None:
     """The fold of `region`'s norm prologue into its weights, or None where the prologue stays."""
@@ -109,10 +105,8 @@ def plan_fold(graph, region, producer) -> NormFold | None:
     lhs, rhs = anchor.inputs
     a = anchor.attrs
     if a["lhs_batch"] or a["rhs_batch"] or len(a["lhs_contract"]) != 1 or len(a["rhs_contract"]) != 1 \
-            or a["lhs_contract"][0] != lhs.type.rank - 1 or not lhs.dtype.is_float or lhs.dtype != rhs.dtype \
-            or lhs.dtype == dtypes.f64 or a.get("out_dtype") is not None:
-        return None
-    if lhs.dtype not in FOLDED_DTYPES:
+            or a["lhs_contract"][0] != lhs.type.rank - 1 or lhs.dtype not in FOLDED_DTYPES \
+            or rhs.dtype != lhs.dtype or a.get("out_dtype") is not None:
         return None
     members = [n for n in region.nodes if n is not anchor]
     groups = [g for g, in_prologue in norm_groups(members, anchor) if in_prologue]
@@ -130,14 +124,13 @@ def plan_fold(graph, region, producer) -> NormFold | None:
             any(len(t.cols) > 1 or any(p != 1 for _, p in t.cols) for t in [value.x] + value.consts):
         return None
     unread = _unread(walk.visited, members, stats, produced, {walk.leaf, weight}, region)
-    derived = _derive(graph, weight, perm, a["rhs_contract"][0], value, lhs.dtype)
-    folded, corrections, arrays = derived
+    folded, corrections, arrays = _derive(graph, weight, perm, a["rhs_contract"][0], value, lhs.dtype)
     return NormFold(walk.leaf, weight, folded, _Term(value.x.scale, value.x.rows), corrections, arrays, unread)
 
 
 def _weight(rhs: Value, producer, members, constants) -> tuple[Value | None, tuple | None]:
     """(the graph constant rhs reads, the permutation rhs applies to it): rhs itself, or a transpose of it
-    inside the region (ONNX Gemm's transB). The constant must have no other reader than this GEMM's rhs."""
+    inside the region (ONNX Gemm's transB)."""
     node = producer.get(rhs)
     if node is not None and node in members:
         if node.op != "transpose" or node.inputs[0] not in constants:
