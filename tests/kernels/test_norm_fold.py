@@ -174,15 +174,14 @@ def test_folded_norm_under_a_gated_epilogue(dtype, norm):
     m, k, f = 37, 96, 40
     b = GraphBuilder()
     x = b.input("x", (2, m, k), dtype)
-    gamma = b.constant(rng.uniform(0.5, 1.5, k).astype(NP[dtype]), "gamma")
-    if norm == "rms":
-        h = rms_norm(b, x, gamma)
-    else:
-        h = layer_norm(b, x, gamma, b.constant(rng.uniform(-1, 1, k).astype(NP[dtype]), "beta"))
-    w = b.constant((rng.standard_normal((k, 2 * f)) / np.sqrt(k)).astype(NP[dtype]), "w")
-    d = b.add("dot_general", h, w, lhs_batch=(), rhs_batch=(), lhs_contract=(2,), rhs_contract=(0,))
-    bias = b.constant(rng.standard_normal(2 * f).astype(NP[dtype]), "bias")
-    d = b.add("add", d, b.add("broadcast_in_dim", bias, shape=d.shape, broadcast_dimensions=(2,)))
+    gam = rng.uniform(0.5, 1.5, k).astype(NP[dtype])
+    bet = rng.uniform(-1, 1, k).astype(NP[dtype]) if norm == "layer" else None
+    gamma = b.constant(gam, "gamma")
+    h = rms_norm(b, x, gamma) if norm == "rms" else layer_norm(b, x, gamma, b.constant(bet, "beta"))
+    wv = (rng.standard_normal((k, 2 * f)) / np.sqrt(k)).astype(NP[dtype])
+    d = b.add("dot_general", h, b.constant(wv, "w"), lhs_batch=(), rhs_batch=(), lhs_contract=(2,), rhs_contract=(0,))
+    bv = rng.standard_normal(2 * f).astype(NP[dtype])
+    d = b.add("add", d, b.add("broadcast_in_dim", b.constant(bv, "bias"), shape=d.shape, broadcast_dimensions=(2,)))
     g = b.add("slice", d, start=(0, 0, 0), limit=(2, m, f), stride=(1, 1, 1))
     u = b.add("slice", d, start=(0, 0, f), limit=(2, m, 2 * f), stride=(1, 1, 1))
     graph = b.build([b.add("mul", b.add("mul", g, b.add("logistic", g)), u)])
@@ -190,5 +189,24 @@ def test_folded_norm_under_a_gated_epilogue(dtype, norm):
     (got,), kernels, _ = run_on_host(graph, [xa])
     (gemm,) = kernels
     assert gemm.region.payload.width == f and _folded(gemm) and len(gemm.derived) == (1 if norm == "rms" else 3)
-    np.testing.assert_allclose(got.astype(np.float32), interpret(graph, [xa])[0].astype(np.float32),
-                               rtol=TOL[dtype], atol=TOL[dtype], err_msg=f"seed {seed}")
+    # the fold rounds gamma * W to 16 bits and nothing else before the f32 accumulator: it is held to one
+    # 16-bit rounding of a GEMM operand off the f64 result. The interpreter follows the graph, which
+    # rounds the mean, x - mean, the normalized and the scaled x to 16 bits each: it gets 3x (seed
+    # 226340861, bf16: the interpreter 0.145 off, the folded kernel 0.033, 0.115 apart)
+    x64 = xa.astype(np.float64)
+    if norm == "rms":
+        h64 = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-6) * gam.astype(np.float64)
+    else:
+        h64 = ((x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+               * gam.astype(np.float64) + bet.astype(np.float64))
+    w64 = wv.astype(np.float64)
+    pre = h64 @ w64 + bv.astype(np.float64)
+    unit = 2.0 ** -8 if dtype == "bf16" else 2.0 ** -11
+    err = 2 * unit * (np.abs(h64) @ np.abs(w64)) + unit * np.abs(pre)      # an operand's rounding, the sum's
+    gate, up = pre[..., :f], pre[..., f:]
+    silu = gate / (1 + np.exp(-gate))
+    true = silu * up
+    bound = 1.1 * np.abs(up) * err[..., :f] + np.abs(silu) * err[..., f:] + 3 * unit * np.abs(true) + 1e-3
+    for name, out, limit in (("kernel", got, 1), ("interpreter", interpret(graph, [xa])[0], 3)):
+        worst = np.max(np.abs(out.astype(np.float64) - true) / bound)
+        assert worst <= limit, f"seed {seed}: the {name} is {worst:.2f}x its rounding bound off the f64 result"
