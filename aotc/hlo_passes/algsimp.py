@@ -10,6 +10,11 @@ Guarantees (each rewrite gives the same values, bit for bit, except where noted)
   (for x = -0.0, x + 0 was +0.0 and is now -0.0: equal as numbers);
 - transpose of transpose composes into one transpose (or none), reshape of
   reshape into one reshape, broadcast of broadcast into one broadcast;
+- a reshape of a transpose that only merges or splits dims the transpose
+  keeps adjacent and in order is a reshape followed by a transpose of whole
+  groups: where that transpose is the identity (NHWC -> NCHW -> [N, C, HW]
+  -> [N, HW, C] is one reshape of the NHWC tensor, ViT's patch tokens) or
+  cancels an outer transpose, the transposes disappear;
 - convert of convert becomes one convert when the middle type holds every
   value of the source type exactly (i8 -> i32 -> f32, f16 -> f32 -> f16,
   float8 -> f16 -> f32);
@@ -107,6 +112,54 @@ def _power_of_two_reciprocal(c: np.ndarray, dt) -> np.ndarray | None:
 _SPLAT_THROUGH = ("broadcast_in_dim", "reshape", "transpose", "slice")
 
 
+def _groups(a, s):
+    """The finest pairing of consecutive dims of shapes a and s with equal products: [(a dims, s dims)]."""
+    out, i, j = [], 0, 0
+    while i < len(a) or j < len(s):
+        ga, gs, pa, ps = [], [], 1, 1
+        if i < len(a):
+            ga, pa, i = [i], a[i], i + 1
+        if j < len(s):
+            gs, ps, j = [j], s[j], j + 1
+        while pa != ps:
+            if pa < ps and i < len(a):
+                ga, pa, i = ga + [i], pa * a[i], i + 1
+            elif ps < pa and j < len(s):
+                gs, ps, j = gs + [j], ps * s[j], j + 1
+            else:
+                return None
+        out.append((ga, gs))
+    return out
+
+
+def _pull_reshape(x: Value, perm, shape):
+    """reshape(transpose(x, perm), shape) as transpose(reshape(x, s), q): (s, q), or None where a reshape
+    group spans dims the transpose does not keep adjacent and in x's order (size-1 dims go anywhere)."""
+    a = [x.shape[k] for k in perm]
+    if not all(isinstance(d, int) and d > 0 for d in list(a) + list(shape)):
+        return None
+    groups = _groups(a, list(shape))
+    if groups is None:
+        return None
+    real = [k for k, d in enumerate(x.shape) if d != 1]       # x's non-unit dims, in order
+    keyed = []
+    for ga, gs in groups:
+        ranks = [real.index(perm[d]) for d in ga if a[d] != 1]
+        if ranks and ranks != list(range(ranks[0], ranks[0] + len(ranks))):
+            return None
+        keyed.append((ranks[0] if ranks else -1, gs))
+    order = sorted(range(len(keyed)), key=lambda g: keyed[g][0])
+    s, start = [], {}
+    for g in order:
+        start[g] = len(s)
+        s.extend(shape[d] for d in keyed[g][1])
+    q = [0] * len(shape)
+    for g, (_, gs) in enumerate(keyed):
+        for o, d in enumerate(gs):
+            q[d] = start[g] + o
+    return tuple(s), tuple(q)
+
+
 class _Simplifier:
     def __init__(self, graph: Graph):
         self.rw = Rewriter(graph)
@@ -201,6 +254,8 @@ class _Simplifier:
     # -- data movement
     def _transpose(self, n, ins):
         p = self.producer(ins[0])
+        if p is not None and p.op == "reshape":
+            return self._transpose_of_pulled_reshape(n, p)
         if p is None or p.op != "transpose":
             return None
         inner, outer = p.attrs["permutation"], n.attrs["permutation"]
@@ -212,12 +267,31 @@ class _Simplifier:
 
     def _reshape(self, n, ins):
         p = self.producer(ins[0])
+        if p is not None and p.op == "transpose":
+            pulled = _pull_reshape(self.rw.get(p.inputs[0]), p.attrs["permutation"], n.outputs[0].shape)
+            if pulled is not None and pulled[1] == tuple(range(len(pulled[1]))):
+                return self.rw.add("reshape", self.rw.get(p.inputs[0]), name=n.name, shape=pulled[0])
+            return None
         if p is None or p.op != "reshape":
             return None
         src = self.rw.get(p.inputs[0])
         if src.shape == n.outputs[0].shape:
             return src
         return self.rw.add("reshape", src, name=n.name, shape=tuple(n.attrs["shape"]))
+
+    def _transpose_of_pulled_reshape(self, n, reshape):
+        """transpose(reshape(transpose(x, p)), r) = transpose(reshape(x, s), q then r): one transpose fewer."""
+        t = self.producer(self.rw.get(reshape.inputs[0]))
+        if t is None or t.op != "transpose":
+            return None
+        x = self.rw.get(t.inputs[0])
+        pulled = _pull_reshape(x, t.attrs["permutation"], reshape.outputs[0].shape)
+        if pulled is None:
+            return None
+        shape, q = pulled
+        perm = tuple(q[i] for i in n.attrs["permutation"])
+        r = self.rw.add("reshape", x, name=n.name, shape=shape) if shape != x.shape else x
+        return r if perm == tuple(range(len(perm))) else self.rw.add("transpose", r, name=n.name, permutation=perm)
 
     def _broadcast_in_dim(self, n, ins):
         p = self.producer(ins[0])

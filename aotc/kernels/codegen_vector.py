@@ -21,6 +21,7 @@ from aotc.ir.walk import users_of, walk
 from aotc.kernels.builder import unravel
 from aotc.kernels.emitter import load_expr, store_expr
 from aotc.kernels.template import instantiate
+from aotc.kernels.vector_rows import RowVectors
 
 MIN_ELEMENTS = 4096      # smaller loops gain nothing and would only grow the source
 MAX_BODY = 4000          # characters of the scalar body
@@ -58,11 +59,13 @@ def vector_loop(b, scalar_body: str) -> tuple[str, str]:
     if size not in (2, 4) or D.upper(total) < MIN_ELEMENTS or not b.region.nodes or len(scalar_body) > MAX_BODY:
         return "", "0"
     vec = 16 // size
+    last = root.shape[-1] if root.type.rank else 1
+    if isinstance(last, int) and last % vec == 0:
+        return _row_loop(b, root, vec)
     direct = _direct_params(b, root)
-    if not direct and root.shape[-1] != vec:
+    if not direct:
         return "", "0"
     ptrs = ["out"] + [b.param_names[v] for v in direct]
-    aligned = " | ".join(f"(unsigned long long)(const void *){p}" for p in ptrs)
     c = root.dtype.c
     em = b.emitter(indent=2)
     for v in direct:
@@ -78,8 +81,28 @@ def vector_loop(b, scalar_body: str) -> tuple[str, str]:
         val = em.value(root, idx)
         em.emit(store_expr("res.v", str(e), val, root.dtype))
         em.close()
-    em.emit(f"reinterpret_cast<aotc_vec16<{c}> *>(out)[q] = res;")
-    code = instantiate("loop_vector.part", dict(idx_t=b.idx_t, aligned=aligned, nvec=total // vec, body=em.text()),
-                       indent=2)
-    return code, f"nvec * {vec}"
+    return _finish(b, root, vec, ptrs, em)
 
+
+def _row_loop(b, root: Value, vec: int) -> tuple[str, str]:
+    """Rows of whole vectors (vector_rows.py): worth it when some input row is read as vectors, or when
+    the row is one vector (each scalar load then walks the other dims across the warp)."""
+    em = b.emitter(indent=2)
+    em.emit(f"const {b.idx_t} i = q * {vec};")
+    idx = unravel(em, "i", root.shape, "o")
+    rows = RowVectors(b, em, vec)
+    vals = rows.values(root, idx[:-1], idx[-1])
+    if not rows.row_loads and root.shape[-1] != vec:
+        return "", "0"
+    em.emit(f"aotc_vec16<{root.dtype.c}> res;")
+    for e, val in enumerate(vals):
+        em.emit(store_expr("res.v", str(e), val, root.dtype))
+    return _finish(b, root, vec, ["out"] + [b.param_names[v] for v in rows.row_loads], em)
+
+
+def _finish(b, root: Value, vec: int, ptrs: list[str], em) -> tuple[str, str]:
+    aligned = " | ".join(f"(unsigned long long)(const void *){p}" for p in ptrs)
+    em.emit(f"reinterpret_cast<aotc_vec16<{root.dtype.c}> *>(out)[q] = res;")
+    code = instantiate("loop_vector.part", dict(idx_t=b.idx_t, aligned=aligned, nvec=root.type.size // vec,
+                                                body=em.text()), indent=2)
+    return code, f"nvec * {vec}"

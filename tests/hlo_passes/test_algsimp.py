@@ -190,3 +190,34 @@ def test_e8m0_round_trip_folds_only_where_code_0_survives():
     for w, o in zip(want, got):
         assert np.array_equal(w.view(np.uint8), o.view(np.uint8))
     assert want[0].view(np.uint8)[0, 0] == 1 and want[1].view(np.uint8)[0, 0] == 0
+
+
+def test_a_reshape_between_transposes_of_whole_groups_is_one_reshape():
+    """ViT's patch tokens: an NHWC conv output, transposed to NCHW, flattened to [N, C, HW] and transposed
+    to [N, HW, C], is the NHWC tensor reshaped; a partial cancel leaves one transpose of whole groups."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 14, 14, 8))
+    tokens = b.add("transpose", b.add("reshape", b.add("transpose", x, permutation=(0, 3, 1, 2)), shape=(1, 8, 196)),
+                   permutation=(0, 2, 1))
+    y = b.input("y", (2, 3, 4, 5))
+    part = b.add("transpose", b.add("reshape", b.add("transpose", y, permutation=(0, 2, 3, 1)), shape=(2, 20, 3)),
+                 permutation=(2, 0, 1))                                     # [3, 2, 20]: y's dim 1 first
+    unit = b.add("reshape", b.add("transpose", b.input("z", (1, 6, 1, 4)), permutation=(2, 1, 0, 3)), shape=(24,))
+    g = b.build([b.add("exp", tokens), b.add("exp", part), b.add("exp", unit)])
+    out = simplify(g)
+    assert counts(out) == {"exp": 3, "reshape": 3, "transpose": 1}
+    (tr,) = [n for n in out.nodes if n.op == "transpose"]
+    assert tr.attrs["permutation"] == (1, 0, 2) and tr.inputs[0].shape == (2, 3, 20)
+    assert_same_fresh(g, out, rtol=0)
+
+
+@pytest.mark.parametrize("perm,shape", [((0, 2, 1), (2, 12)),     # merges dims the transpose swapped
+                                        ((1, 0, 2), (12, 2))])    # splits across the swap
+def test_a_reshape_across_a_real_transpose_stays(perm, shape):
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 4))
+    r = b.add("reshape", b.add("transpose", x, permutation=perm), shape=shape)
+    g = b.build([b.add("exp", b.add("transpose", r, permutation=(1, 0)))])
+    out = simplify(g)
+    assert counts(out) == {"exp": 1, "reshape": 1, "transpose": 2}
+    assert_same_fresh(g, out, rtol=0)
