@@ -408,21 +408,29 @@ class Emitter:
         ax = n.attrs["dimension"]
         out = self.tmp()
         self.emit(f"{compute_type(n.outputs[0].dtype)} {out};")
+
+        def assign(src, local):
+            sub = list(idx)
+            sub[ax] = local
+            self.emit(f"{out} = {self.value(src, sub)};")
+        self.concat_branches(n, idx[ax], assign)
+        return out
+
+    def concat_branches(self, n: Node, at: str, body) -> None:
+        """One if/else branch per operand of concatenate `n`, on its axis coordinate `at`; body(operand,
+        coordinate within it) emits inside each."""
         offset = 0
         for j, src in enumerate(n.inputs):
-            end = offset + src.shape[ax]
-            sub = list(idx)
-            sub[ax] = idx[ax] if offset == 0 else f"({idx[ax]}) - {offset}"
+            end = offset + src.shape[n.attrs["dimension"]]
             if j == 0:
-                self.open(f"if ({idx[ax]} < {end})")
+                self.open(f"if ({at} < {end})")
             elif j == len(n.inputs) - 1:
                 self.open("else")
             else:
-                self.open(f"else if ({idx[ax]} < {end})")
-            self.emit(f"{out} = {self.value(src, sub)};")
+                self.open(f"else if ({at} < {end})")
+            body(src, at if offset == 0 else f"({at}) - {offset}")
             self.close()
             offset = end
-        return out
 
     def _pad(self, n: Node, idx) -> str:
         src, pv = n.inputs

@@ -137,21 +137,13 @@ class RowVectors:
         em = self.em
         names = [em.tmp() for _ in range(self.vec)]
         em.emit(f"{compute_type(n.outputs[0].dtype)} {', '.join(names)};")
-        offset = 0
-        for k, src in enumerate(n.inputs):
-            end = offset + src.shape[ax]
+
+        def assign(src, local):
             sub = list(outer)
-            sub[ax] = outer[ax] if offset == 0 else f"({outer[ax]}) - {offset}"
-            if k == 0:
-                em.open(f"if ({outer[ax]} < {end})")
-            elif k == len(n.inputs) - 1:
-                em.open("else")
-            else:
-                em.open(f"else if ({outer[ax]} < {end})")
+            sub[ax] = local
             for name, val in zip(names, self.values(src, sub, j)):
                 em.emit(f"{name} = {val};")
-            em.close()
-            offset = end
+        em.concat_branches(n, outer[ax], assign)
         return names
 
     def _gather(self, n, outer, j):
