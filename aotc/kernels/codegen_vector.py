@@ -7,7 +7,9 @@ loads as vectors the *direct* inputs: those with the root's shape and item size,
 dense in memory (KernelBuilder.dense: not a column slice of a wider tensor),
 that reach the root through elementwise ops only, so element i of the output
 reads element i of them. Other inputs (broadcasts, transposes, gathers) keep
-scalar loads through the emitter's index math. Pointers are checked for 16-byte
+scalar loads through the emitter's index math. Where the root's last dim is whole
+vectors, vector_rows.py takes over: any input whose rows the output's rows read
+is a vector load there, through gathers, concatenations and the like. Pointers are checked for 16-byte
 alignment at run time (the caller's output buffers may not be aligned); an
 unaligned launch and the tail (total % VEC) take the scalar loop
 (templates/loop_vector.part, placed in loop.cu's vector slot).
