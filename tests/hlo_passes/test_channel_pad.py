@@ -113,4 +113,7 @@ def test_pipeline_pads_the_fp16_stem_only():
     assert convs[0].inputs[1].shape == (5, 4, 7, 8)               # the stem folded row pairs
     unpadded, _ = run_pipeline(g, precision="fp16", disabled=["channel-pad"])
     assert "pad" not in counts(unpadded)
-    assert_same_fresh(unpadded, f16, rtol=1e-2, atol=1e-2)     # f16 results; only f32 sum orders differ
+    # Only f32 sum orders differ, but one stem output (|h| ~ 50, f16 ulp 1/32) that rounds the other way moves
+    # every 3x3 output over it by ulp * |w1|: up to 0.04 even where that output is near 0 (0.125 worst over 600
+    # draws). A wrong pad or fold moves outputs by their scale (~100), so 0.25 still catches it.
+    assert_same_fresh(unpadded, f16, rtol=1e-2, atol=0.25)
