@@ -201,6 +201,11 @@ class KernelBuilder:
             idx = unravel(em, "lin", region.root.shape, "e")
         return idx
 
+    def row_major_root(self) -> bool:
+        """The root holds the anchor's output at its own linear offsets: no transpose on the epilogue's path
+        (a reshape keeps the offset)."""
+        return all(n.op != "transpose" for n in _epilogue_path(self.region, self.producer))
+
     def store_root(self, em: Emitter, idx, overrides=None):
         root = self.region.root
         val = em.value(root, idx)

@@ -9,8 +9,10 @@ they are staged, exactly as the op table's reference rounds them.
 """
 from __future__ import annotations
 
+import math
 
 from aotc.fusion.region import GatedPayload
+from aotc.fusion.rules.target import TC_RIDGE
 from aotc.ir import dims as D
 from aotc.ir import dtypes, ops
 from aotc.kernels import split_k
@@ -21,19 +23,23 @@ from aotc.kernels.codegen_norm_prologue import norm_row_stats
 from aotc.kernels.emitter import strides
 from aotc.kernels.norm_fold import fold_epilogue
 from aotc.kernels.mma_views import view_operand
-from aotc.kernels.mma_staging import Operand, can_stage_async, choose_layout, staging_slots, store_slot, tile_slots
+from aotc.kernels.mma_staging import (Operand, can_stage_async, choose_layout, m_fastest, off_grid_rows, staging_slots,
+                                     store_slot, tile_slots)
 
 
-def mma_tiling(b: KernelBuilder, B, M, N, K, gated: bool = False) -> split_k.Tiling:
-    """dot_mma.cu's block tile and K split for this region (split_k.choose_tiling over MMA_TILES). A gated
-    epilogue's column layout (codegen_gated.py) needs the 64x64 tile."""
-    tiles = split_k.MMA_TILES[:1] if gated else split_k.MMA_TILES
+def mma_tiling(b: KernelBuilder, B, M, N, K, gated: bool = False, row_tile: bool = False) -> split_k.Tiling:
+    """dot_mma.cu's block tile and K split for this region (split_k.choose_tiling over MMA_TILES, after
+    split_k.ROW_TILE where `row_tile`). A gated epilogue's column layout (codegen_gated.py) needs the
+    64x64 tile."""
+    tiles = split_k.MMA_TILES[:1] if gated else ((split_k.ROW_TILE,) if row_tile else ()) + split_k.MMA_TILES
     return split_k.gemm_tiling("dot_mma", B, M, N, K, b._traffic(), b.split_k, tiles)
 
 
 def mma_grid(tiling: split_k.Tiling, B, M, N) -> tuple:
-    """The launch grid of `tiling`'s blocks over (N, M, B); builder.finish multiplies z by the splits."""
-    return (D.ceildiv(N, tiling.bn), D.ceildiv(M, tiling.bm), B)
+    """The launch grid of `tiling`'s blocks over (N, M, B), or (M, N, B) where x walks M
+    (mma_staging.m_fastest); builder.finish multiplies z by the splits."""
+    n_tiles, m_tiles = D.ceildiv(N, tiling.bn), D.ceildiv(M, tiling.bm)
+    return (m_tiles, n_tiles, B) if m_fastest((tiling.bm, tiling.bn)) else (n_tiles, m_tiles, B)
 
 
 def generate_dot_mma(b: KernelBuilder, geometry) -> Kernel:
@@ -46,8 +52,12 @@ def generate_dot_mma(b: KernelBuilder, geometry) -> Kernel:
     lf, rf = ops.dot_free_dims(a, lhs.type.rank, rhs.type.rank)
     gated = b.region.payload_as(GatedPayload)
     tf32 = lhs.dtype == dtypes.f32
+    sector = off_grid_rows(N, b.region.root.dtype.itemsize) if not gated and b.row_major_root() else 0
+    row_tile = bool(sector) and N <= 65535 * split_k.ROW_TILE[1] and _memory_bound(b, B, M, N, K) and \
+        choose_layout(contiguous_dim(b, rhs), a["rhs_contract"], rf) == "k"
     tiling = split_k.Tiling() if tf32 else \
-        mma_tiling(b, B, M, gated_width(gated.width, gated.blocks) if gated else N, K, gated=bool(gated))
+        mma_tiling(b, B, M, gated_width(gated.width, gated.blocks) if gated else N, K, gated=bool(gated),
+                   row_tile=row_tile)
     row_stats, norm = norm_row_stats(b, mshape, kshape, M, K, tile_m=tiling.bm)
     if b.fold is not None:
         fold_epilogue(b, b.fold)
@@ -77,11 +87,22 @@ def generate_dot_mma(b: KernelBuilder, geometry) -> Kernel:
     op_b, base_b = _operand(b, "B", rhs, a["rhs_batch"], a["rhs_contract"], rf, bshape, kshape, nshape, N, K,
                     {} if not gated else None, load_b)
     elt = "bf16" if bf16 else "f16"
-    slots = dict(store=store_slot(em.text(), b.idx_t, M, N, registers=bool(gated), tile=tile), batch=B, m=M, n=N,
+    slots = dict(store=store_slot(em.text(), b.idx_t, M, N, registers=bool(gated), tile=tile, sector=sector),
+                 batch=B, m=M, n=N,
                  k=K, elt=elt, ctype=lhs.dtype.c, row_stats=row_stats, tiling=tiling,
                  **staging_slots(op_a, op_b, b.idx_t, lhs.dtype.c, to_elt, elt, M, N,
                                  base_a, base_b, tile))
     return b.finish("dot_mma", slots, mma_grid(tiling, B, M, N), (128, 1, 1))
+
+
+def _memory_bound(b: KernelBuilder, B, M, N, K) -> bool:
+    """The GEMM's FLOPs a modelled byte are at most the tensor-core ridge (static sizes): its bytes, not
+    its math, set its time, and ROW_TILE's store efficiency is worth its lower HMMA share (35% to 64x64's
+    41% at GPT-2's LM head, sm_90). At batch 32 that head is compute-bound and keeps 64x64."""
+    sizes, traffic = [D.known(x) for x in (B, M, N, K)], D.known(b._traffic())
+    if None in sizes or not traffic:
+        return False
+    return 2 * math.prod(sizes) <= TC_RIDGE * traffic
 
 
 def _operand(b: KernelBuilder, which: str, value, batch_dims, dims_x, dims_y, bshape, shape_x, shape_y,

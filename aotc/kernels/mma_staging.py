@@ -266,9 +266,26 @@ def _indent(text: str, n: int) -> str:
 
 def tile_slots(tile: tuple[int, int] = (64, 64)) -> dict:
     """mma_setup.part's and dot_mma.cu's slots for a (bm, bn) block tile: 4 warps in a 2x2 grid of
-    (bm / 2) x (bn / 2) warp tiles, each mi x nj m16n8 accumulators."""
+    (bm / 2) x (bn / 2) warp tiles, each mi x nj m16n8 accumulators; which block index walks M
+    (`m_fastest`)."""
     bm, bn = tile
-    return dict(bm=bm, bn=bn, warp_m=bm // 2, warp_n=bn // 2, mi=bm // 32, nj=bn // 16)
+    m_block, n_block = ("blockIdx.x", "blockIdx.y") if m_fastest(tile) else ("blockIdx.y", "blockIdx.x")
+    return dict(bm=bm, bn=bn, warp_m=bm // 2, warp_n=bn // 2, mi=bm // 32, nj=bn // 16, m_block=m_block,
+                n_block=n_block)
+
+
+def m_fastest(tile: tuple[int, int]) -> bool:
+    """The grid's x walks M (not N): split_k.ROW_TILE's, taken for a GEMM whose N is wide and M small
+    (GPT-2's LM head: 4 row tiles by 393 column tiles at batch 1). Consecutive blocks then share their B
+    tile, and its 77 MB of weights stream from DRAM once rather than once a row of tiles (more than L2)."""
+    return tile[1] > 64
+
+
+def min_blocks(tile: tuple[int, int]) -> int:
+    """dot_mma.cu's __launch_bounds__ minimum: 4 for split_k.ROW_TILE, which ptxas otherwise gives 130
+    registers (3 blocks an SM: 19% occupancy; held to 128 it spills nothing and its sm_90 K loop's HMMA
+    share rises 32% -> 35%), 1 for the others (the template's comment)."""
+    return 4 if tile[1] > 64 else 1
 
 
 def c_stride(bn: int) -> int:
@@ -277,17 +294,27 @@ def c_stride(bn: int) -> int:
     return bn + 8
 
 
-def store_slot(epilogue: str, idx_t: str, m, n, registers: bool, tile: tuple[int, int] = (64, 64)) -> str:
+def store_slot(epilogue: str, idx_t: str, m, n, registers: bool, tile: tuple[int, int] = (64, 64),
+               sector: int = 0) -> str:
     """dot_mma.cu's `store` slot: the epilogue through shared memory (coalesced along n), or straight from
-    the accumulator registers where the epilogue needs their layout (`registers`: a gated epilogue)."""
-    part = "mma_store_regs.part" if registers else "mma_store_smem.part"
+    the accumulator registers where the epilogue needs their layout (`registers`: a gated epilogue).
+    `sector`: the output's elements per 32-byte sector where its rows of `n` start off the sector grid
+    (`off_grid_rows`); its warps then store windows that start on the grid (mma_store_smem_sectors.part)."""
     t = tile_slots(tile)
     slots = dict(epilogue=epilogue, idx_t=idx_t, m=m, n=n, c_stride=c_stride(tile[1]))
     if registers:
         slots.update(mi=t["mi"], nj=t["nj"])
-    else:
-        slots.update(tile_elems=tile[0] * tile[1], shift=tile[1].bit_length() - 1, mask=tile[1] - 1)
-    return instantiate(part, slots, indent=2)
+        return instantiate("mma_store_regs.part", slots, indent=2)
+    slots.update(tile_elems=tile[0] * tile[1], shift=tile[1].bit_length() - 1, mask=tile[1] - 1)
+    if sector:
+        return instantiate("mma_store_smem_sectors.part", dict(slots, bn=tile[1], sector=sector), indent=2)
+    return instantiate("mma_store_smem.part", slots, indent=2)
+
+
+def off_grid_rows(n, itemsize: int) -> int:
+    """Elements per 32-byte sector of an output whose rows of `n` elements (static) start off the sector
+    grid, else 0: the row-major output of a GEMM with N = 50257 (GPT-2's vocabulary) in f32 or f16."""
+    return 32 // itemsize if isinstance(n, int) and (n * itemsize) % 32 and 32 % itemsize == 0 else 0
 
 
 def mainloop_code(a: Operand, b: Operand, idx_t: str, ctype: str, to_elt: str, elt: str, m, n,
@@ -332,5 +359,6 @@ def staging_slots(a: Operand, b: Operand, idx_t: str, ctype: str, to_elt: str, e
     else:
         loop = f"  {{\n{fast}\n  }}"
     stages = STAGES * (a.stage_bytes + b.stage_bytes)
-    return dict(tile_slots(tile), c_stride=c_stride(bn), smem_bytes=max(stages, bm * c_stride(bn) * 4), mainloop=loop,
+    return dict(tile_slots(tile), min_blocks=min_blocks(tile), c_stride=c_stride(bn),
+                smem_bytes=max(stages, bm * c_stride(bn) * 4), mainloop=loop,
                 a_stage=bm * BK, b_stage=bn * BK, b_base=b.base)

@@ -100,6 +100,11 @@ SIMT_PARTIALS_SHARE = 0.1    # dot.cu's cap on them: the bytes target's 1.1x of 
 GEMM_TEMPLATES = ("dot", "dot_mma", "dot_tf32")
 SIMT_TILES = ((64, 64), (64, 32), (32, 64), (32, 32), (16, 32))   # dot.cu's block tiles (rows, cols)
 MMA_TILES = ((64, 64), (64, 32), (32, 64), (32, 32))               # dot_mma.cu's (mma_staging.tile_slots)
+# dot_mma.cu's tile for an output whose rows start off the 32-byte sector grid (GPT-2's 50257 logits): a
+# tile row of 64 f32 touches 9 sectors for 8 filled (89% store efficiency at best), one of 128 touches 17
+# for 16 (94%); codegen_dot_mma offers it first there, where B is k-major (its "mn" stage tile is 64 wide
+# at most). 64x128 would need 168 registers (19% occupancy) or spill at 128.
+ROW_TILE = (32, 128)
 
 # Each template's accumulators (split_k_fixup.part's slots): their dims (i, j, r; r = 1 where the array has
 # two), the element at (i, j, r), and the row/col of element 0.

@@ -5,7 +5,7 @@ import pytest
 from aotc.fusion import rules
 from aotc.fusion.rules import conv as conv_rules
 from aotc.fusion.rules.gemm import lhs_loaded_once, pointwise_conv
-from aotc.fusion.rules.target import MAX_WORKSPACE, TARGET_SMS
+from aotc.fusion.rules.target import MAX_WORKSPACE, TARGET_SMS, TC_RIDGE
 from aotc.ir import ops
 from aotc.ir.graph import GraphBuilder
 from aotc.kernels import codegen_conv, split_k
@@ -146,3 +146,10 @@ def test_a_projection_bias_stays_its_gemms_epilogue_only_for_the_tensor_core_att
     assert [n.op for n in found] == (["add"] if left else [])
     (att,) = [r for r in partition(graph) if r.kind == "attention"]
     assert ("add" in [n.op for n in att.nodes if n not in match.nodes]) != left
+
+
+def test_the_ridge_is_inspects_roofline():
+    """TC_RIDGE (which GEMMs codegen_dot_mma treats as memory-bound) is inspect's H200 peak over its bandwidth,
+    the profile model's `bound`."""
+    from aotc.package.inspect import H200_BANDWIDTH, H200_TC_FLOPS
+    assert TC_RIDGE == H200_TC_FLOPS / H200_BANDWIDTH

@@ -266,3 +266,60 @@ def test_bert_layer_gemms_keep_their_k_loops_lean_on_sm90(tmp_path):
     shares = sorted(m["tensor_share"] for n, m in sass.cubin_mix(plan.cubins["sm_90"]).items()
                     if n.startswith("aotc_dot_mma_"))
     assert len(shares) == 4 and shares[0] >= 0.15 and shares[-2] >= 0.33, shares
+
+
+def _store_efficiency(graph, kernel, ins, out_shape):
+    """The profiling host build's store efficiency of one launch, and its output (poisoned first)."""
+    from aotc.kernels.host_compile import compile_host
+    from aotc.kernels.host_exec import HostLibrary
+    lib = HostLibrary(compile_host(codegen.module_source([kernel]), [kernel.name], profile=True))
+    out = np.full(out_shape, np.nan, np.float32)
+    lib.take_profile()
+    lib.launch(kernel.name, kernel.grid, kernel.block, [*ins, out])
+    (c,) = lib.take_profile()
+    assert c["shared_wavefronts"] == c["shared_phases"], c
+    return c["store_bytes"] / (32 * c["store_sectors"]), out
+
+
+def test_the_row_tile_matches_the_interpreter(pin):
+    """split_k.ROW_TILE (32x128, B k-major: its only layout): M and N cut the tile, K the stage, batch 2, a
+    relu epilogue; the grid's x walks M (mma_staging.m_fastest) and ptxas is held to 128 registers."""
+    pin(split_k.ROW_TILE)
+    graph, shapes = gemm("mn", "k", 70, 300, 136, batch=(2,))
+    ins, seed = _inputs(shapes)
+    kernel = _check(graph, ins, split_k.ROW_TILE, seed=seed)
+    assert kernel.grid == (3, 3, 2) and "__launch_bounds__(128, 4)" in kernel.source
+    assert "m0 = (int)blockIdx.x * 32, n0 = (int)blockIdx.y * 128" in kernel.source
+
+
+@pytest.mark.parametrize("n,tile,want", [(1027, (32, 128), 16 / 17), (1027, (64, 64), 8 / 9), (1024, (64, 64), 1.0),
+                                         (131, (32, 128), 0.91)])
+def test_rows_off_the_sector_grid_store_whole_windows(pin, n, tile, want):
+    """An f32 output of N = 1027 (rows start off the 32-byte grid, as GPT-2's 50257 do): its warps store
+    32-element windows that start on the grid, so a 128-wide tile row touches 17 sectors for 16 filled and a
+    64-wide one 9 for 8; 32-element pieces of the rows touched 5 sectors for 4 (81%). The tile that N cuts
+    keeps the plain order (N = 1027 cuts 3 columns off the last), and nothing conflicts in shared memory."""
+    from aotc.fusion.regions import partition
+    pin(tile)
+    graph, shapes = gemm("k", "k", 96, n, 64)
+    (kernel,) = [codegen.generate(graph, r) for r in partition(graph)]
+    assert ("% 8)" in kernel.source) == (n % 8 != 0)          # the sector windows: f32, 8 a sector
+    ins, seed = _inputs(shapes)
+    eff, out = _store_efficiency(graph, kernel, ins, (96, n))
+    assert abs(eff - want) < 0.01, (tile, eff)
+    np.testing.assert_allclose(out, interpret(graph, ins)[0], rtol=3e-2, atol=3e-2, err_msg=f"seed {seed}")
+
+
+def test_gpt2s_lm_head_takes_the_row_tile():
+    """128 x 50257 x 768 with the tied embedding as B (k-major): 32x128 blocks, x walking M. The same GEMM
+    on the grid (N = 50176), with B n-major, or compute-bound (batch 32's 4096 rows) keeps 64x64."""
+    from aotc.fusion.regions import partition
+
+    def tile_of(b_layout, n, m=128):
+        graph, _ = gemm("k", b_layout, m, n, 768)
+        (kernel,) = [codegen.generate(graph, r) for r in partition(graph)]
+        return re.search(r"block tile (\d+)x(\d+)", kernel.source).groups(), kernel.grid
+    assert tile_of("k", 50257) == (("32", "128"), (4, 393, 1))
+    assert tile_of("k", 50176) == (("64", "64"), (784, 2, 1))
+    assert tile_of("mn", 50257) == (("64", "64"), (786, 2, 1))
+    assert tile_of("k", 50257, m=4096) == (("64", "64"), (786, 64, 1))

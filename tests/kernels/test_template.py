@@ -151,6 +151,7 @@ def _small_graphs():
     graphs = [vector_graph(64, 100, "f32"), attention_graph(1, 2, 50, 50, 16, 16),
               gated_mlp(5, 33, 48)[0], gated_mlp(3, 40, 17, "f16")[0],
               _gemm(3, 50, 4096), _gemm(50, 70, 1000, "f16"), _gemm(50, 70, 1000, "f32", "tf32"),
+              _gemm(50, 64, 1000, "f16"),                      # rows of 70 f16 start off the sector grid, of 64 on it
               _conv_graph(rng, (1, 9, 11, 3), (8, 3, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1)[0],
               _inverted_residual(rng, (1, 3, 3, 64), 384, 64, 1)[0]]
     b = GraphBuilder()                                   # reductions, rows, a window, a direct conv

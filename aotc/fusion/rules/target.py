@@ -11,6 +11,9 @@ import math
 TARGET_SMS = 132         # H200 / H100 SXM; an A100 (108) is filled by the same split
 MAX_WORKSPACE = 8 << 20  # bytes of f32 partials per launch (stays in L2: 50 MiB on an H100/H200)
 PARTITIONS = 4           # warp schedulers (and tensor cores) an SM, sm_80 and sm_90
+# FLOPs a byte at the tensor-core roofline's ridge: inspect's H200 peak over its bandwidth (790 TFLOP/s over
+# 4.3 TB/s). A GEMM below it is memory-bound (profile/model.py's `bound`), so its store efficiency counts.
+TC_RIDGE = 790e12 / 4.3e12
 
 
 def sm_fill(grid, block=None, sms: int = TARGET_SMS) -> float:

@@ -14,8 +14,9 @@
 // __launch_bounds__(128, 1): no occupancy for ptxas to chase. Without the minimum it squeezed BERT's
 // batch-1 GEMMs into 40-86 registers by recomputing the swizzled ldmatrix addresses from %tid inside the
 // K loop (a 64x64 tile: 242 instructions a two-stage iteration, 170 with it, 112 registers; 32x32: 136
-// and 81); every tile of the e2e models stays within 128 registers, 4 blocks an SM (the profile checks)
-extern "C" __global__ void __launch_bounds__(128, 1) ${name}(${params}) {
+// and 81); every tile of the e2e models stays within 128 registers, 4 blocks an SM (the profile checks).
+// The 32x128 tile takes a minimum of 4, which holds it to those 128 (mma_staging.min_blocks).
+extern "C" __global__ void __launch_bounds__(128, ${min_blocks}) ${name}(${params}) {
   // the stage buffers, reused by the epilogue (mma_store_smem.part)
   __shared__ __align__(128) unsigned char aotc_smem[${smem_bytes}];
   ${ctype} (*As)[${a_stage}] = reinterpret_cast<${ctype} (*)[${a_stage}]>(aotc_smem);
