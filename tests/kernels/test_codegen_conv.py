@@ -57,7 +57,9 @@ GEMM_CASES = [  # xshape (N, *S, C), wshape (O, *K, C), strides, pads, dilations
 def test_implicit_gemm_conv(xshape, wshape, strides, pads, dil):
     rng, seed = fresh_rng()
     graph, ins = _conv_graph(rng, xshape, wshape, strides, pads, dil, 1, residual=True)
-    (k,) = check(graph, ins, seed, rtol=1e-4, atol=1e-5, kinds=["conv"])
+    # f32 sums of up to 200 products (|terms| to ~5) in two orders differ by ~1e-5 where conv + residual
+    # cancel to near 0 (0.65x atol 1e-5 within 40 draws); a wrong tap moves an output by ~1
+    (k,) = check(graph, ins, seed, rtol=1e-4, atol=5e-5, kinds=["conv"])
     assert k.name.startswith("aotc_dot_") and not k.name.startswith("aotc_dot_mma_")
     bm, bn = map(int, re.search(r"Block tile (\d+)x(\d+)", k.source).groups())     # split_k.choose_tiling's
     assert (bm, bn) in split_k.SIMT_TILES and k.block == (bm * bn // 16, 1, 1)

@@ -227,7 +227,9 @@ def test_policy_split_late_conv_matches_the_interpreter():
     (k,) = kernels
     assert k.block == (128, 1, 1) and "Block tile 64x32" in k.source and k.splits == 4
     assert k.grid == (4, 1, 4) and not counters.any()
-    np.testing.assert_allclose(got, interpret(graph, ins)[0], rtol=1e-5, atol=1e-5, err_msg=f"seed {seed}")
+    # f32 sums of 4608 products in the split's order and the interpreter's differ by up to ~1e-5 of an
+    # output (1 of 400 draws passed rtol 1e-5, the median 0.46x it); a lost partial is off by ~1/4
+    np.testing.assert_allclose(got, interpret(graph, ins)[0], rtol=3e-5, atol=3e-5, err_msg=f"seed {seed}")
 
 
 def _late_conv(stride: int, hw: int):
