@@ -26,7 +26,8 @@ from typing import Callable, Iterable, Union
 
 from aotc.errors import AotcError, VerifyError
 from aotc.hlo_passes import (algsimp, bn_fold, channel_pad, constant_folding, cse, dce, dot_views, infer_shapes, layout,
-                              merge_dots, merge_reduces, precision, qdq_propagate, quantize, transpose_sink)
+                              merge_dots, merge_reduces, precision, qdq_propagate, quantize, transpose_sink,
+                              weight_layout)
 from aotc.hlo_passes.verify import verify
 from aotc.ir.graph import Graph
 
@@ -76,6 +77,7 @@ register("merge-dots", merge_dots.run, "sibling matmuls on one activation (Q/K/V
 register("merge-reduces", merge_reduces.run, "per-head statistics of touching column windows (Q/K norms) as one reduction")
 register("precision", precision.run, "convert to fp16/bf16 keeping norms and softmax sums in f32 (configured)")
 register("channel-pad", channel_pad.run, "f16/bf16 NHWC convs with C % 8 != 0 read zero-padded channels (stem convs)")
+register("weight-kmajor", weight_layout.run, "f16/bf16 GEMMs read a constant (K, N) B with N off 16-byte chunks as (N, K)")
 
 LAYOUTS = ("nhwc", "nchw")
 _precision_module = precision
@@ -236,7 +238,8 @@ def default_pipeline(*, layout: str = "nhwc", precision: str = "fp32", keep_fp32
     `layout` 'nhwc' runs layout-nhwc (conv stacks channels-last), 'nchw' leaves
     the model's layout. `precision` 'fp16'/'bf16' adds the precision pass
     (with `keep_fp32` node names kept in f32), followed by one more cleanup,
-    and with 'nhwc' channel-pad (stem convs' channels to a multiple of 8).
+    and with 'nhwc' channel-pad (stem convs' channels to a multiple of 8), then weight-kmajor (constant
+    GEMM weights whose N rows are not whole 16-byte chunks stored K-major).
     """
     if layout not in LAYOUTS:
         raise AotcError(f"unknown layout '{layout}'; supported: {', '.join(LAYOUTS)}")
@@ -248,7 +251,8 @@ def default_pipeline(*, layout: str = "nhwc", precision: str = "fp32", keep_fp32
     if precision == "tf32" or _precision_module.PRECISIONS[precision].name != "f32":
         steps += [Pass("precision", configured, PASSES["precision"].description), _simplify("after-precision")]
         if layout == "nhwc":     # after the cleanups: nothing folds the channel pad back into the conv
-            steps += ["channel-pad", "dce"]
+            steps += ["channel-pad"]
+        steps += ["weight-kmajor", "dce"]
     return Pipeline(steps, name="hlo")
 
 

@@ -30,10 +30,12 @@ def test_default_pipeline_order_and_registry():
     assert default_pipeline().pass_names() == first + SIMPLIFY + merges + ["layout-nhwc"] + SIMPLIFY
     assert default_pipeline(layout="nchw").pass_names() == first + SIMPLIFY + merges
     assert default_pipeline(layout="nchw", precision="fp16").pass_names() == \
-        first + SIMPLIFY + ["merge-dots", "merge-reduces", "dce", "precision"] + SIMPLIFY
+        first + SIMPLIFY + ["merge-dots", "merge-reduces", "dce", "precision"] + SIMPLIFY + ["weight-kmajor", "dce"]
+    assert default_pipeline(precision="fp16").pass_names()[-3:] == ["channel-pad", "weight-kmajor", "dce"]
     assert set(default_pipeline(precision="bf16").pass_names()) <= set(PASSES)
     assert {"verify", "infer-shapes", "constant-folding", "dce", "cse", "algsimp", "bn-fold", "transpose-sink",
-            "layout-nhwc", "precision", "merge-dots", "merge-reduces", "quantize", "qdq-propagate"} <= set(PASSES)
+            "layout-nhwc", "precision", "merge-dots", "merge-reduces", "quantize", "qdq-propagate", "channel-pad",
+            "weight-kmajor"} <= set(PASSES)
     assert all(p.description for p in PASSES.values())
     with pytest.raises(AotcError, match="unknown layout 'nwhc'; supported: nhwc, nchw"):
         default_pipeline(layout="nwhc")
