@@ -21,7 +21,10 @@ from tests.helpers.norms import layer_norm, matmul, rms_norm
 from tests.helpers.rng import fresh_rng
 
 NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
-TOL = {"f32": 2e-4, "f16": 3e-2, "bf16": 1e-1}
+# bf16: the graph rounds the mean, x - mean, the normalized and the scaled x to 8-bit mantissas, the fold only
+# gamma * W: their difference reached 0.69x a bound of 0.1 within 40 draws (rows of 64). A lost mean term is off
+# by ~|mean| |g . w|, a few units on rows_with_offsets.
+TOL = {"f32": 2e-4, "f16": 3e-2, "bf16": 1.5e-1}
 
 
 def norm_gemm(rng, rows, k, n, dtype="f32", norm="layer", transposed=False, weights_const=True, **kw):

@@ -187,7 +187,9 @@ def test_split_gemm_matches_the_interpreter_and_resets_its_counters(m, n, k, dty
     assert kernels[0].name.startswith(kind) and kernels[0].splits > 1 and unsplit[0].splits == 1
     assert kernels[0].grid[2] == max(1, int(np.prod(batch))) * kernels[0].splits
     assert not counters.any(), "a tile counter was left non-zero"
-    tol = 2e-2 if dtype in ("f16", "bf16") else (2e-3 if precision else 1e-5)
+    # f32: sums of 3001-4096 products in the split's order and the interpreter's differ by up to ~7e-6 of an
+    # output (0.7x of 1e-5 within 40 draws; the 4608-deep late conv passed it 1 in 400); a lost partial is ~1/4
+    tol = 2e-2 if dtype in ("f16", "bf16") else (2e-3 if precision else 3e-5)
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=tol, atol=tol,
                                err_msg=f"seed {seed}")
     np.testing.assert_allclose(got.astype(np.float32), whole.astype(np.float32), rtol=tol, atol=tol)
