@@ -88,8 +88,7 @@ def generate_dot_mma(b: KernelBuilder, geometry) -> Kernel:
                     {} if not gated else None, load_b)
     elt = "bf16" if bf16 else "f16"
     slots = dict(store=store_slot(em.text(), b.idx_t, M, N, registers=bool(gated), tile=tile, sector=sector),
-                 batch=B, m=M, n=N,
-                 k=K, elt=elt, ctype=lhs.dtype.c, row_stats=row_stats, tiling=tiling,
+                 batch=B, m=M, n=N, k=K, elt=elt, ctype=lhs.dtype.c, row_stats=row_stats, tiling=tiling,
                  **staging_slots(op_a, op_b, b.idx_t, lhs.dtype.c, to_elt, elt, M, N,
                                  base_a, base_b, tile))
     return b.finish("dot_mma", slots, mma_grid(tiling, B, M, N), (128, 1, 1))

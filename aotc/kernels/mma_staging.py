@@ -1,9 +1,9 @@
 """How the f16/bf16 tensor-core GEMM (templates/dot_mma.cu) stages its operands and reads its fragments.
 
 Each 64-deep K stage of A (the block tile's bm rows of M) and B (its bn columns of N; `Operand.extent`,
-64 or 32, split_k.MMA_TILES) goes into one of two stage buffers in shared memory as a tile of b16 in
-aotc_async.cuh's XOR swizzle (aotc_swz_mn64), laid out by which dimension is contiguous in the operand's
-memory:
+64 or 32, split_k.MMA_TILES, or 128 for a "k" B, split_k.ROW_TILE) goes into one of two stage buffers in
+shared memory as a tile of b16 in aotc_async.cuh's XOR swizzle (aotc_swz_mn64), laid out by which dimension
+is contiguous in the operand's memory:
 - "k":  `extent` rows (m or n) of 64 k values, the fragments read by ldmatrix;
 - "mn": 64 rows (k) of `extent` m or n values, the fragments read by ldmatrix.trans.
 Either tile is stored as a flat run of 128-byte physical rows (64 b16, 8 chunks), each permuting its chunks
