@@ -24,7 +24,7 @@ CHUNK_BYTES = 16          # one cp.async copy
 last_stats: dict[str, int] = {}
 
 
-def wants_k_major(graph: Graph, n: Node, readers: dict) -> bool:
+def wants_k_major(graph: Graph, n: Node, users: dict) -> bool:
     """GEMM `n`'s constant B is (K, N) with rows of N off the 16-byte chunks and rows of K on them."""
     if n.op != "dot_general":
         return False
@@ -32,7 +32,8 @@ def wants_k_major(graph: Graph, n: Node, readers: dict) -> bool:
     a = n.attrs
     if rhs not in graph.constants or rhs.dtype not in (dtypes.f16, dtypes.bf16) or lhs.dtype != rhs.dtype:
         return False
-    if rhs.type.rank != 2 or a["rhs_batch"] or tuple(a["rhs_contract"]) != (0,) or readers.get(rhs, 0) != 1:
+    if rhs.type.rank != 2 or a["rhs_batch"] or tuple(a["rhs_contract"]) != (0,) or len(users[rhs]) != 1 \
+            or rhs in graph.outputs:
         return False
     k, width = rhs.shape
     item = rhs.dtype.itemsize
@@ -44,15 +45,10 @@ def run(graph: Graph) -> Graph:
     """A new Graph where each qualifying GEMM reads its constant B transposed to (N, K)."""
     last_stats.clear()
     last_stats.update(gemms=0)
-    readers: dict = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            readers[v] = readers.get(v, 0) + 1
-    for v in graph.outputs:
-        readers[v] = readers.get(v, 0) + 1
+    users = graph.users()
     rw = Rewriter(graph)
     for n in graph.nodes:
-        if not wants_k_major(graph, n, readers):
+        if not wants_k_major(graph, n, users):
             rw.keep(n)
             continue
         lhs, w = n.inputs
